@@ -1,0 +1,38 @@
+"""``python -m analysis <command>``: each command is a module with ``setup_parser(parser)`` and ``main(args)``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: command -> (module, one-line help). Listed explicitly: adding a command is adding a line.
+COMMANDS = {
+    "summary": ("analysis.summary", "one row per point: config, status, bandwidth, IOPS ..."),
+    "ingest": ("analysis.ingest", "store result files found below a directory (jobs whose driver was gone)"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m analysis", description="Read the ddlio results store.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module, help_) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_, description=help_)
+        p.set_defaults(_module=module)
+        importlib.import_module(module).setup_parser(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from experiments.errors import DdlioError
+
+    try:
+        return importlib.import_module(args._module).main(args)
+    except (DdlioError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

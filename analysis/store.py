@@ -1,0 +1,344 @@
+"""The results store: SQLAlchemy models and the engine (a SQLite file by default, any SQLAlchemy URL).
+
+Tables: ``sweeps`` (one per ``sweep.py`` call), ``sweep_points`` (which points a sweep asked for and what it did
+with each), ``points`` (one per point key: config as columns, status, error, job, and the run's Darshan-style
+totals), ``epochs`` (per-epoch measurements with latency histograms and per-rank figures) and ``environments``
+(versions, host, git commit; shared by the points measured in the same environment).
+
+Ingest is idempotent: a point is keyed by its point key; storing the same record twice changes nothing, and a
+failure never overwrites a completed measurement.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    create_engine,
+    event,
+    select,
+)
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
+
+SCHEMA_VERSION = 1
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+def _parse_utc(text: str | None) -> dt.datetime | None:
+    if not text:
+        return None
+    return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
+
+
+class Sweep(Base):
+    __tablename__ = "sweeps"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    started_utc: Mapped[dt.datetime] = mapped_column(DateTime, default=_now)
+    finished_utc: Mapped[dt.datetime | None] = mapped_column(DateTime)
+    argv: Mapped[list] = mapped_column(JSON, default=list)
+    host: Mapped[str] = mapped_column(String(255), default="")
+    n_points: Mapped[int] = mapped_column(Integer, default=0)
+    n_skipped: Mapped[int] = mapped_column(Integer, default=0)
+    n_completed: Mapped[int] = mapped_column(Integer, default=0)
+    n_failed: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class SweepPoint(Base):
+    __tablename__ = "sweep_points"
+    sweep_id: Mapped[str] = mapped_column(ForeignKey("sweeps.id"), primary_key=True)
+    point_key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    # measure | skip
+    action: Mapped[str] = mapped_column(String(16))
+
+
+class Environment(Base):
+    __tablename__ = "environments"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    host: Mapped[str] = mapped_column(String(255))
+    os: Mapped[str] = mapped_column(String(255))
+    git_commit: Mapped[str | None] = mapped_column(String(64))
+    git_dirty: Mapped[bool] = mapped_column(Boolean, default=False)
+    packages: Mapped[dict] = mapped_column(JSON)
+    raw: Mapped[dict] = mapped_column(JSON)
+
+
+class Point(Base):
+    __tablename__ = "points"
+    point_key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    dataset_key: Mapped[str] = mapped_column(String(64), index=True)
+    sweep_id: Mapped[str | None] = mapped_column(ForeignKey("sweeps.id"))
+    label: Mapped[str] = mapped_column(String(255))
+    # submitted | completed | failed
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    error: Mapped[str | None] = mapped_column(Text)
+    job_id: Mapped[str | None] = mapped_column(String(64))
+    job_state: Mapped[str | None] = mapped_column(String(32))
+    run_dir: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    submitted_utc: Mapped[dt.datetime | None] = mapped_column(DateTime)
+    finished_utc: Mapped[dt.datetime | None] = mapped_column(DateTime)
+    # --- configuration
+    format: Mapped[str] = mapped_column(String(32))
+    format_options: Mapped[dict] = mapped_column(JSON)
+    access: Mapped[str] = mapped_column(String(16))
+    stripe_count: Mapped[int] = mapped_column(Integer)
+    stripe_size: Mapped[int] = mapped_column(BigInteger)
+    nodes: Mapped[int] = mapped_column(Integer)
+    ppn: Mapped[int] = mapped_column(Integer)
+    ranks: Mapped[int] = mapped_column(Integer)
+    repeat: Mapped[int] = mapped_column(Integer)
+    seed: Mapped[int] = mapped_column(BigInteger)
+    workload: Mapped[str] = mapped_column(String(64))
+    samples: Mapped[int] = mapped_column(BigInteger)
+    sample_size: Mapped[int] = mapped_column(BigInteger)
+    sample_size_stdev: Mapped[int] = mapped_column(BigInteger)
+    samples_per_file: Mapped[int] = mapped_column(Integer)
+    num_files: Mapped[int] = mapped_column(Integer)
+    batch_size: Mapped[int] = mapped_column(Integer)
+    epochs: Mapped[int] = mapped_column(Integer)
+    compute_time_s: Mapped[float] = mapped_column(Float)
+    cache_policy: Mapped[str] = mapped_column(String(16))
+    cluster: Mapped[str] = mapped_column(String(64))
+    data_root: Mapped[str] = mapped_column(Text)
+    config: Mapped[dict] = mapped_column(JSON)
+    # --- measurement (whole run; NULL until completed)
+    hosts: Mapped[int | None] = mapped_column(Integer)
+    host_names: Mapped[list | None] = mapped_column(JSON)
+    bytes_read: Mapped[int | None] = mapped_column(BigInteger)
+    bytes_planned: Mapped[int | None] = mapped_column(BigInteger)
+    os_read_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    io_time_slowest_s: Mapped[float | None] = mapped_column(Float)
+    bandwidth_mib_s: Mapped[float | None] = mapped_column(Float)
+    iops: Mapped[float | None] = mapped_column(Float)
+    wall_time_s: Mapped[float | None] = mapped_column(Float)
+    samples_per_s: Mapped[float | None] = mapped_column(Float)
+    au: Mapped[float | None] = mapped_column(Float)
+    lat_p50_us: Mapped[float | None] = mapped_column(Float)
+    lat_p90_us: Mapped[float | None] = mapped_column(Float)
+    lat_p99_us: Mapped[float | None] = mapped_column(Float)
+    cache: Mapped[str | None] = mapped_column(String(16))
+    max_rss_kib: Mapped[int | None] = mapped_column(BigInteger)
+    fs_type: Mapped[str | None] = mapped_column(String(32))
+    striping_applicable: Mapped[bool | None] = mapped_column(Boolean)
+    layout: Mapped[dict | None] = mapped_column(JSON)
+    mpi_library: Mapped[str | None] = mapped_column(String(255))
+    env_id: Mapped[str | None] = mapped_column(ForeignKey("environments.id"))
+    result: Mapped[dict | None] = mapped_column(JSON)
+
+    epoch_rows: Mapped[list[Epoch]] = relationship(back_populates="point", cascade="all, delete-orphan")
+
+
+class Epoch(Base):
+    __tablename__ = "epochs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    point_key: Mapped[str] = mapped_column(ForeignKey("points.point_key"), index=True)
+    epoch: Mapped[int] = mapped_column(Integer)
+    samples: Mapped[int] = mapped_column(BigInteger)
+    bytes_read: Mapped[int] = mapped_column(BigInteger)
+    bytes_planned: Mapped[int] = mapped_column(BigInteger)
+    read_ops: Mapped[int] = mapped_column(Integer)
+    meta_ops: Mapped[int] = mapped_column(Integer)
+    io_time_slowest_s: Mapped[float] = mapped_column(Float)
+    io_time_mean_s: Mapped[float] = mapped_column(Float)
+    bandwidth_mib_s: Mapped[float] = mapped_column(Float)
+    iops: Mapped[float] = mapped_column(Float)
+    wall_time_s: Mapped[float] = mapped_column(Float)
+    compute_time_s: Mapped[float] = mapped_column(Float)
+    samples_per_s: Mapped[float] = mapped_column(Float)
+    au: Mapped[float] = mapped_column(Float)
+    lat_p50_us: Mapped[float] = mapped_column(Float)
+    lat_p90_us: Mapped[float] = mapped_column(Float)
+    lat_p99_us: Mapped[float] = mapped_column(Float)
+    cache: Mapped[str] = mapped_column(String(16))
+    residency_before: Mapped[float | None] = mapped_column(Float)
+    residency_after: Mapped[float | None] = mapped_column(Float)
+    cache_note: Mapped[str | None] = mapped_column(Text)
+    hist: Mapped[list] = mapped_column(JSON)
+    rank_rows: Mapped[list] = mapped_column(JSON)
+
+    point: Mapped[Point] = relationship(back_populates="epoch_rows")
+
+
+_CONFIG_COLUMNS = {
+    "format": "format", "format_options": "format_options", "access": "access", "stripe_count": "stripe_count",
+    "stripe_size": "stripe_size", "nodes": "nodes", "ppn": "ppn", "ranks": "ranks", "repeat": "repeat",
+    "seed": "seed", "workload": "workload_name", "samples": "samples", "sample_size": "sample_size",
+    "sample_size_stdev": "sample_size_stdev", "samples_per_file": "samples_per_file", "num_files": "num_files",
+    "batch_size": "batch_size", "epochs": "epochs", "compute_time_s": "compute_time", "cache_policy": "cache",
+    "data_root": "data_root", "dataset_key": "dataset_key", "label": None, "cluster": None,
+}
+_TOTAL_COLUMNS = ("bytes_read", "bytes_planned", "os_read_bytes", "io_time_slowest_s", "bandwidth_mib_s", "iops",
+                  "wall_time_s", "samples_per_s", "au", "lat_p50_us", "lat_p90_us", "lat_p99_us", "cache",
+                  "max_rss_kib")
+_EPOCH_COLUMNS = ("samples", "bytes_read", "bytes_planned", "read_ops", "meta_ops", "io_time_slowest_s",
+                  "io_time_mean_s", "bandwidth_mib_s", "iops", "wall_time_s", "compute_time_s", "samples_per_s",
+                  "au", "lat_p50_us", "lat_p90_us", "lat_p99_us", "cache", "residency_before", "residency_after",
+                  "cache_note")
+
+
+def _label(p: dict[str, Any]) -> str:
+    return f"{p['format']}/{p['access']} {p['nodes']}N-{p['ranks']}P-{p['stripe_count']}OST"
+
+
+def _nan_to_none(v: Any) -> Any:
+    return None if isinstance(v, float) and v != v else v
+
+
+def db_url(db: str) -> str:
+    """A SQLAlchemy URL for ``db``: a URL is kept, a path becomes ``sqlite:///<absolute path>``."""
+    if "://" in db:
+        return db
+    return f"sqlite:///{Path(db).expanduser().resolve()}"
+
+
+class Store:
+    """The results store; also the :class:`experiments.launch.Tracker` the driver hands to ``launch``."""
+
+    def __init__(self, db: str, create: bool = True) -> None:
+        url = make_url(db_url(db))
+        if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+            path = Path(url.database)
+            if not create and not path.exists():
+                raise FileNotFoundError(f"no results store at {path}: run a sweep first, or pass --db PATH")
+            path.parent.mkdir(parents=True, exist_ok=True)
+        self.url = url
+        self.engine: Engine = create_engine(url)
+        if url.get_backend_name() == "sqlite":
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        Base.metadata.create_all(self.engine)
+        self.sweep_id: str | None = None
+
+    # ------------------------------------------------------------------------------------------- sweeps
+    def begin_sweep(self, sweep_id: str, argv: list[str], points: list[dict[str, Any]], skip: set[str]) -> None:
+        import socket
+
+        with Session(self.engine) as s, s.begin():
+            s.add(Sweep(id=sweep_id, argv=argv, host=socket.gethostname(), n_points=len(points), n_skipped=len(skip)))
+            s.flush()
+            for p in points:
+                key = p["point_key"]
+                s.merge(SweepPoint(sweep_id=sweep_id, point_key=key, action="skip" if key in skip else "measure"))
+        self.sweep_id = sweep_id
+
+    def end_sweep(self, completed: int, failed: int) -> None:
+        with Session(self.engine) as s, s.begin():
+            sw = s.get(Sweep, self.sweep_id)
+            if sw is not None:
+                sw.finished_utc, sw.n_completed, sw.n_failed = _now(), completed, failed
+
+    # ------------------------------------------------------------------------------------------ tracker
+    def is_done(self, point_key: str) -> bool:
+        with Session(self.engine) as s:
+            return s.scalar(select(Point.status).where(Point.point_key == point_key)) == "completed"
+
+    def _point_row(self, s: Session, p: dict[str, Any]) -> Point:
+        row = s.get(Point, p["point_key"])
+        if row is None:
+            row = Point(point_key=p["point_key"], status="submitted", attempts=0)
+            s.add(row)
+        for col, key in _CONFIG_COLUMNS.items():
+            if key is not None:
+                setattr(row, col, p[key])
+        row.label = _label(p)
+        row.cluster = str(p.get("cluster", {}).get("name", "local"))
+        row.config = p
+        return row
+
+    def record_submitted(self, point: dict[str, Any], job_id: str, run_dir: str) -> None:
+        with Session(self.engine) as s, s.begin():
+            row = self._point_row(s, point)
+            if row.status != "completed":
+                row.status = "submitted"
+            row.job_id, row.run_dir, row.job_state = job_id, run_dir, "SUBMITTED"
+            row.attempts = (row.attempts or 0) + 1
+            row.submitted_utc = _now()
+            row.sweep_id = self.sweep_id or row.sweep_id
+
+    def record(self, record: dict[str, Any]) -> bool:
+        """Store a result or failure record. Returns False when it changed nothing (already stored)."""
+        with Session(self.engine) as s, s.begin():
+            row = self._point_row(s, record["point"])
+            finished = _parse_utc(record.get("finished_utc"))
+            if record["kind"] == "ddlio.failure":
+                if row.status == "completed" or (row.status == "failed" and row.finished_utc == finished):
+                    return False
+                row.status, row.error = "failed", record["error"]
+                row.job_state = record.get("job_state", "FAILED")
+                row.finished_utc = finished
+                row.run_dir = record.get("run_dir") or row.run_dir
+                return True
+            if row.status == "completed" and row.finished_utc == finished:
+                return False
+            self._store_result(s, row, record, finished)
+            return True
+
+    def _store_result(self, s: Session, row: Point, rec: dict[str, Any], finished: dt.datetime | None) -> None:
+        totals = rec["totals"]
+        row.status, row.error, row.job_state = "completed", None, rec.get("job_state", "COMPLETED")
+        row.finished_utc = finished
+        row.run_dir = rec.get("run_dir") or row.run_dir
+        for col in _TOTAL_COLUMNS:
+            setattr(row, col, _nan_to_none(totals.get(col)))
+        row.hosts = len(rec["nodes"])
+        row.host_names = rec["nodes"]
+        row.fs_type = rec.get("fs", {}).get("type")
+        row.layout = rec.get("layout")
+        row.striping_applicable = bool(rec.get("layout", {}).get("applicable"))
+        row.mpi_library = rec.get("mpi_library")
+        row.result = {k: v for k, v in rec.items() if k not in ("epochs", "point")}
+        env = rec.get("env")
+        if env:
+            env_id = hashlib.sha256(json.dumps(env, sort_keys=True, default=str).encode()).hexdigest()[:20]
+            if s.get(Environment, env_id) is None:
+                git = env.get("git") or {}
+                s.add(Environment(
+                    id=env_id, host=env.get("host", ""), os=env.get("os", ""),
+                    git_commit=git.get("commit"), git_dirty=bool(git.get("dirty")),
+                    packages=env.get("packages", {}), raw=env,
+                ))
+            row.env_id = env_id
+        row.epoch_rows.clear()
+        s.flush()
+        for e in rec["epochs"]:
+            row.epoch_rows.append(Epoch(
+                epoch=e["epoch"], hist=e["hist"], rank_rows=e.get("ranks", []),
+                **{c: _nan_to_none(e.get(c)) for c in _EPOCH_COLUMNS},
+            ))
+
+    # --------------------------------------------------------------------------------------------- reads
+    def session(self) -> Session:
+        return Session(self.engine)
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
+def open_store(db: str | None, create: bool = False) -> Store:
+    """Open the store named by ``db`` (or $DDLIO_DB, or ./results.db)."""
+    return Store(db or os.environ.get("DDLIO_DB", "results.db"), create=create)

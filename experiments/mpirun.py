@@ -1,0 +1,86 @@
+"""Run a Python module as an MPI step with a point's launch line (``mpiexec -n {ranks}``, ``srun ...``)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from experiments.errors import LaunchError
+
+
+@dataclass
+class StepResult:
+    """How an MPI step ended: the command, its exit code, wall seconds and the tail of its output."""
+
+    argv: list[str]
+    returncode: int
+    seconds: float
+    stdout_tail: str
+    stderr_tail: str
+
+
+def launch_argv(launch: str, ranks: int, nodes: int, ppn: int, module: str, args: list[str]) -> list[str]:
+    """The full command line of an MPI step: the launch line (placeholders filled) + this Python + ``-m module``."""
+    from experiments.config import resolve_command
+
+    words = shlex.split(launch.format(ranks=ranks, nodes=nodes, ppn=ppn))
+    if not words:
+        raise LaunchError("cluster.launch is empty: give an MPI launch line such as 'mpiexec -n {ranks}'")
+    exe = resolve_command(words[0])
+    if exe is None:
+        raise LaunchError(
+            f"'{words[0]}' not found: install an MPI (pip install mpich) "
+            "or set cluster.launch to your MPI's launch line"
+        )
+    return [exe, *words[1:], sys.executable, "-m", module, *args]
+
+
+def _tail(text: str, lines: int = 30) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def run_step(
+    argv: list[str],
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    log_prefix: str | None = None,
+) -> StepResult:
+    """Run one MPI step to completion within ``timeout_s`` seconds; on time-out the whole process group is
+    killed and a LaunchError raised. A non-zero exit is returned, not raised (the caller decides).
+
+    With ``log_prefix``, the full stdout/stderr are also kept in ``log_prefix.out``/``.err``.
+    """
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    # the project must be importable by the ranks, wherever they start
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    full_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, full_env.get("PYTHONPATH", "")) if p)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env, cwd=cwd,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise LaunchError(
+            f"MPI step timed out after {timeout_s:.0f} s and was killed: {shlex.join(argv)}\n{_tail(err, 15)}"
+        ) from None
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    if log_prefix:
+        with open(f"{log_prefix}.out", "w") as f:
+            f.write(out)
+        with open(f"{log_prefix}.err", "w") as f:
+            f.write(err)
+    return StepResult(argv, proc.returncode, time.perf_counter() - t0, _tail(out), _tail(err))

@@ -1,0 +1,141 @@
+#!/usr/bin/env python
+"""ddlio's entry point: compose points from ``conf/`` with Hydra overrides, validate all of them, then measure.
+
+    python sweep.py                                        # one default point
+    python sweep.py -m format=hdf5,tfrecord stripe=1,4,16  # a sweep: the Cartesian product, 6 points
+
+Hydra composes one config per point (multirun = every combination). ddlio first validates every point (so a bad
+value is reported before any job is submitted or byte written), then hands them to ``experiments.launch`` with
+the results store, which skips what is already measured and records everything else as it finishes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from experiments.config import register_configs
+
+register_configs()
+OmegaConf.register_new_resolver(
+    "ddlio_scratch", lambda: os.path.join(tempfile.gettempdir(), f"ddlio-hydra-{os.getuid()}"), replace=True
+)
+
+#: (composed config, its overrides) for every point Hydra composed in this run
+_COMPOSED: list[tuple[dict[str, Any], tuple[str, ...]]] = []
+
+
+@hydra.main(version_base=None, config_path="conf", config_name="config")
+def _compose(cfg: DictConfig) -> None:
+    """Called by Hydra once per point; only collects: nothing runs until every point has been validated."""
+    from hydra.core.hydra_config import HydraConfig
+
+    overrides = tuple(HydraConfig.get().overrides.task)
+    _COMPOSED.append((OmegaConf.to_container(cfg, resolve=True), overrides))  # type: ignore[arg-type]
+
+
+def _validate_all(cwd: str) -> list[Any]:
+    """Validate every composed point; raise one ConfigError naming each distinct problem (and its points)."""
+    from experiments.config import validate
+    from experiments.errors import ConfigError
+
+    specs, seen = [], {}
+    for cfg, overrides in _COMPOSED:
+        try:
+            specs.append(validate(cfg, cwd, overrides))
+        except ConfigError as e:
+            for p in e.problems:
+                seen.setdefault(p, []).append(" ".join(overrides) or "(defaults)")
+    if seen:
+        problems = []
+        for p, where in seen.items():
+            problems.append(p if len(where) == len(_COMPOSED) else f"{p}  [in: {'; '.join(where[:3])}" +
+                            (f" and {len(where) - 3} more]" if len(where) > 3 else "]"))
+        raise ConfigError(problems)
+    dbs = {s.db for s in specs}
+    if len(dbs) > 1:
+        raise ConfigError(
+            f"all points of a sweep go to one store, but db takes {len(dbs)} values: {', '.join(sorted(dbs))}"
+        )
+    _check_free_space(specs)
+    return specs
+
+
+def _check_free_space(specs: list[Any]) -> None:
+    """The new datasets of the sweep (those without a manifest yet) must fit in the free space."""
+    from experiments.dataset import DatasetPlan, load_manifest
+    from experiments.errors import ConfigError
+    from experiments.units import format_size
+    from lustre.fs import fs_info
+
+    need: dict[str, int] = {}
+    for s in specs:
+        plan = DatasetPlan.from_point(s)
+        if plan.key not in need and load_manifest(plan) is None:
+            need[plan.key] = s.planned_bytes()
+    total = sum(need.values())
+    if total:
+        fs = fs_info(specs[0].data_root)
+        if total > fs.free_bytes:
+            raise ConfigError(
+                f"the sweep's {len(need)} new datasets need {format_size(total)}, "
+                f"but only {format_size(fs.free_bytes)} "
+                f"is free on {fs.mount_point} (data_root={specs[0].data_root}): lower workload.samples or "
+                "workload.sample_size, sweep fewer points, or use another data_root"
+            )
+
+
+def _warn_striping(specs: list[Any]) -> None:
+    off = [s for s in specs if not s.striping_applicable]
+    if off and len({(s.stripe_count, s.stripe_size) for s in off}) > 1:
+        print(
+            f"warning: data_root is on {off[0].fs_type}, not Lustre: stripe/stripe_size are recorded but not applied, "
+            "and points that differ only in striping share one dataset",
+            file=sys.stderr,
+        )
+
+
+def main() -> int:
+    from experiments.errors import DdlioError
+
+    cwd = os.getcwd()
+    _compose()
+    if not _COMPOSED:  # --help, --cfg, --info ...: Hydra already answered
+        return 0
+    try:
+        specs = _validate_all(cwd)
+    except DdlioError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    _warn_striping(specs)
+
+    from analysis.store import Store
+    from experiments.launch import launch, new_sweep_id
+
+    store = Store(specs[0].db)
+    force = any(s.force for s in specs)
+    done = set() if force else {s.point_key for s in specs if store.is_done(s.point_key)}
+    store.begin_sweep(new_sweep_id(), sys.argv, [s.to_dict() for s in specs], done)
+    print(f"ddlio: {len(specs)} point{'s' if len(specs) != 1 else ''} -> {store.url.render_as_string()}")
+    try:
+        report = launch(specs, store, force=force)
+    except DdlioError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        pass
+    store.end_sweep(report.completed, report.failed)
+    if report.failed:
+        print(f"{report.failed} point(s) failed; their errors are in the store (python -m analysis summary). "
+              "A rerun retries them.", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
