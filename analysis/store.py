@@ -160,17 +160,18 @@ class Epoch(Base):
     bytes_planned: Mapped[int] = mapped_column(BigInteger)
     read_ops: Mapped[int] = mapped_column(Integer)
     meta_ops: Mapped[int] = mapped_column(Integer)
-    io_time_slowest_s: Mapped[float] = mapped_column(Float)
-    io_time_mean_s: Mapped[float] = mapped_column(Float)
-    bandwidth_mib_s: Mapped[float] = mapped_column(Float)
-    iops: Mapped[float] = mapped_column(Float)
-    wall_time_s: Mapped[float] = mapped_column(Float)
-    compute_time_s: Mapped[float] = mapped_column(Float)
-    samples_per_s: Mapped[float] = mapped_column(Float)
-    au: Mapped[float] = mapped_column(Float)
-    lat_p50_us: Mapped[float] = mapped_column(Float)
-    lat_p90_us: Mapped[float] = mapped_column(Float)
-    lat_p99_us: Mapped[float] = mapped_column(Float)
+    os_read_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    io_time_slowest_s: Mapped[float | None] = mapped_column(Float)
+    io_time_mean_s: Mapped[float | None] = mapped_column(Float)
+    bandwidth_mib_s: Mapped[float | None] = mapped_column(Float)
+    iops: Mapped[float | None] = mapped_column(Float)
+    wall_time_s: Mapped[float | None] = mapped_column(Float)
+    compute_time_s: Mapped[float | None] = mapped_column(Float)
+    samples_per_s: Mapped[float | None] = mapped_column(Float)
+    au: Mapped[float | None] = mapped_column(Float)
+    lat_p50_us: Mapped[float | None] = mapped_column(Float)
+    lat_p90_us: Mapped[float | None] = mapped_column(Float)
+    lat_p99_us: Mapped[float | None] = mapped_column(Float)
     cache: Mapped[str] = mapped_column(String(16))
     residency_before: Mapped[float | None] = mapped_column(Float)
     residency_after: Mapped[float | None] = mapped_column(Float)
@@ -192,8 +193,9 @@ _CONFIG_COLUMNS = {
 _TOTAL_COLUMNS = ("bytes_read", "bytes_planned", "os_read_bytes", "io_time_slowest_s", "bandwidth_mib_s", "iops",
                   "wall_time_s", "samples_per_s", "au", "lat_p50_us", "lat_p90_us", "lat_p99_us", "cache",
                   "max_rss_kib")
-_EPOCH_COLUMNS = ("samples", "bytes_read", "bytes_planned", "read_ops", "meta_ops", "io_time_slowest_s",
-                  "io_time_mean_s", "bandwidth_mib_s", "iops", "wall_time_s", "compute_time_s", "samples_per_s",
+_EPOCH_COLUMNS = ("samples", "bytes_read", "bytes_planned", "read_ops", "meta_ops", "os_read_bytes",
+                  "io_time_slowest_s", "io_time_mean_s", "bandwidth_mib_s", "iops", "wall_time_s", "compute_time_s",
+                  "samples_per_s",
                   "au", "lat_p50_us", "lat_p90_us", "lat_p99_us", "cache", "residency_before", "residency_after",
                   "cache_note")
 

@@ -112,7 +112,6 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
     local_of = ids - starts[file_of]
     buf = np.empty(int(record[ids].max()) if len(ids) else 1, dtype=np.uint8)
     batch, compute_s, policy = point["batch_size"], point["compute_time"], point["cache"]
-    io_before = read_proc_io()
 
     epochs: list[list[RankEpoch]] = []
     cache_rows: list[dict[str, Any]] = []
@@ -128,6 +127,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
         readers: dict[int, Any] = {}
         meta_ns = 0
         perf = time.perf_counter_ns
+        io0 = read_proc_io()
         t_epoch = perf()
         nbytes = 0
         fo, lo = file_of.tolist(), local_of.tolist()
@@ -151,6 +151,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
             r.close()
             meta_ns += perf() - t
         m.wall_time_s = (perf() - t_epoch) / 1e9
+        m.os_read_bytes = read_proc_io().get("read_bytes", 0) - io0.get("read_bytes", 0)
         m.samples = len(ids)
         m.bytes_read = nbytes
         m.read_ops = len(ids)
@@ -162,15 +163,12 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
         if rank == 0:
             epochs.append(gathered)
 
-    io_after = read_proc_io()
     own = {
         "rank": rank,
         "node": node,
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "max_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-        "os_read_bytes": io_after.get("read_bytes", 0) - io_before.get("read_bytes", 0),
-        "os_rchar": io_after.get("rchar", 0) - io_before.get("rchar", 0),
     }
     ranks_info = comm.gather(own, root=0)
     if rank != 0:
@@ -194,7 +192,6 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
     total.update(
         bytes_planned=planned_per_epoch * len(epochs),
         cache=states.pop() if len(states) == 1 else "mixed",
-        os_read_bytes=sum(r["os_read_bytes"] for r in ranks_info),
         max_rss_kib=max(r["max_rss_kib"] for r in ranks_info),
     )
     nodes = sorted({r["node"] for r in ranks_info})

@@ -44,7 +44,7 @@ class Tracker(Protocol):
 
 # --------------------------------------------------------------------------------------------- inside the job
 def _step_runner(spec: PointSpec, run_dir: Path) -> Callable[[str, list[str], int, str], None]:
-    from experiments.mpirun import launch_argv, run_step
+    from experiments.mpirun import headline, launch_argv, run_step
 
     timeout_s = float(spec.cluster["timeout_min"]) * 60
     env = {str(k): str(v) for k, v in (spec.cluster.get("env") or {}).items()}
@@ -54,7 +54,10 @@ def _step_runner(spec: PointSpec, run_dir: Path) -> Callable[[str, list[str], in
         argv = launch_argv(spec.cluster["launch"], ranks, nodes, max(1, ranks // nodes), module, args)
         res = run_step(argv, timeout_s, env=env, log_prefix=str(run_dir / name))
         if res.returncode != 0:
-            raise LaunchError(f"{name} step failed (exit code {res.returncode}): {' '.join(argv)}\n{res.stderr_tail}")
+            raise LaunchError(
+                f"{name} step failed (exit code {res.returncode}): {headline(res.stderr_tail)}\n"
+                f"command: {' '.join(argv)}\n{res.stderr_tail}"
+            )
 
     return step
 
@@ -169,6 +172,8 @@ def launch(
         job = executor.submit(run_point, point, str(rd))
         tracker.record_submitted(point, str(job.job_id), str(rd))
         try:
+            while not job.done():  # submitit's own wait polls once a second; a local job is cheap to poll
+                time.sleep(0.05)
             record = job.result()
         except Exception as e:  # the job itself died (killed, timed out): still record the point
             state = job.state if hasattr(job, "state") else "FAILED"

@@ -11,7 +11,9 @@ Across ranks, as Darshan aggregates (:func:`aggregate`):
 - ``iops`` = total read ops / io_time_slowest_s, operations per second;
 - ``wall_time_s`` = max over ranks of the epoch's wall time; ``samples_per_s`` = samples / wall_time_s;
 - ``au`` (accelerator utilisation) = mean over ranks of compute time / wall time, in [0, 1];
-- ``lat_p50_us``/``lat_p90_us``/``lat_p99_us``: read-latency percentiles in microseconds, from the merged histogram.
+- ``lat_p50_us``/``lat_p90_us``/``lat_p99_us``: read-latency percentiles in microseconds, from the merged histogram;
+- ``os_read_bytes``: bytes the ranks' reads fetched from storage (/proc/self/io ``read_bytes``), an independent
+  check of cache state: near ``bytes_read`` (or above, with read-ahead) when cold, 0 when served from memory.
 
 The histogram has fixed log-spaced buckets (4 per power of two, from 1 ns to ~1100 s), so merging across ranks
 and epochs is an exact element-wise sum; a percentile is reported as its bucket's geometric midpoint (within ±9%).
@@ -67,6 +69,8 @@ class RankEpoch:
     meta_time_s: float = 0.0
     compute_time_s: float = 0.0
     wall_time_s: float = 0.0
+    #: bytes this rank's reads fetched from storage during the epoch (/proc/self/io read_bytes; 0 when cached)
+    os_read_bytes: int = 0
     hist: list[int] = field(default_factory=list)
 
     @property
@@ -94,6 +98,7 @@ def aggregate(ranks: list[RankEpoch]) -> dict[str, Any]:
         "bytes_read": total_bytes,
         "read_ops": read_ops,
         "meta_ops": sum(r.meta_ops for r in ranks),
+        "os_read_bytes": sum(r.os_read_bytes for r in ranks),
         "io_time_slowest_s": io_slowest,
         "io_time_mean_s": float(np.mean([r.io_time_s for r in ranks])),
         "bandwidth_mib_s": total_bytes / io_slowest / MIB if io_slowest > 0 else float("nan"),
@@ -124,5 +129,6 @@ def aggregate_run(per_epoch_ranks: list[list[RankEpoch]]) -> dict[str, Any]:
             acc.meta_time_s += r.meta_time_s
             acc.compute_time_s += r.compute_time_s
             acc.wall_time_s += r.wall_time_s
+            acc.os_read_bytes += r.os_read_bytes
             acc.hist = (np.asarray(acc.hist) + np.asarray(r.hist)).tolist()
     return aggregate(list(by_rank.values()))

@@ -41,6 +41,16 @@ def launch_argv(launch: str, ranks: int, nodes: int, ppn: int, module: str, args
     return [exe, *words[1:], sys.executable, "-m", module, *args]
 
 
+def headline(stderr: str) -> str:
+    """The line of an MPI step's stderr that says what went wrong: a ddlio rank's own message if there is one,
+    else the last non-empty line."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    for ln in lines:
+        if ln.startswith(("ddlio", "rank ")):
+            return ln
+    return lines[-1] if lines else "(no output)"
+
+
 def _tail(text: str, lines: int = 30) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 

@@ -1,0 +1,160 @@
+"""Validation: every bad value is reported before anything runs, with the valid choices; nothing is written."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from conftest import ROOT
+from experiments.config import PointSpec, register_configs, validate
+from experiments.errors import ConfigError
+
+register_configs()
+
+
+def composed(tmp_path, *overrides: str) -> dict:
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("config", overrides=[f"data_root={tmp_path / 'd'}", f"db={tmp_path / 'r.db'}", *overrides])
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
+def spec(tmp_path, *overrides: str) -> PointSpec:
+    return validate(composed(tmp_path, *overrides), tmp_path)
+
+
+def test_defaults_validate_to_a_point(tmp_path):
+    s = spec(tmp_path)
+    assert (s.format, s.access, s.nodes, s.ppn, s.ranks, s.stripe_count) == ("hdf5", "shared", 1, 1, 1, 1)
+    assert s.sample_size == 128 * 1024 and s.stripe_size == 1 << 20
+    assert s.data_root == str(tmp_path / "d") and s.db == str(tmp_path / "r.db")
+    assert not (tmp_path / "d").exists() and not (tmp_path / "r.db").exists()
+
+
+def test_units_are_normalised(tmp_path):
+    s = spec(tmp_path, "workload.sample_size=4M", "workload.sample_size_stdev=1KiB", "stripe_size=4MiB")
+    assert (s.sample_size, s.sample_size_stdev, s.stripe_size) == (4 << 20, 1024, 4 << 20)
+
+
+def test_every_problem_is_reported_at_once(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        spec(tmp_path, "stripe=-5", "workload.sample_size=0", "ppn=0", "workload.cache=hot", "workload.epochs=0")
+    text = str(e.value)
+    assert "5 problems" in text
+    assert "stripe=-5 is not a Lustre stripe count: use -1 (all OSTs), 0 (the file system's default)" in text
+    assert "workload.sample_size=0" in text and "at least one byte" in text
+    assert "workload.cache='hot' is unknown: choose one of cold, warm" in text
+    assert "ppn=0 is out of range" in text and "workload.epochs=0 is out of range" in text
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("data_root=/proc/x", "virtual file system"),
+        ("workload.sample_size=3GiB", "out of range"),
+        ("workload.sample_size=lots", "is not a size"),
+        ("workload.sample_size_stdev=200KiB", "must be smaller than workload.sample_size"),
+        ("workload.samples=1000000000000", "larger than the whole file system"),
+        ("stripe_size=100000", "multiple of 64KiB"),
+        ("nodes=2", "nodes=2 needs a cluster"),
+        ("cluster.launch='no-such-mpiexec -n {ranks}'", "'no-such-mpiexec' not found: install an MPI"),
+        ("cluster.launch='mpiexec -n {rank}'", "placeholders"),
+        ("workload.compute_time=-1", "compute_time=-1.0 must be a number of seconds >= 0"),
+    ],
+)
+def test_bad_values(tmp_path, override, message):
+    with pytest.raises(ConfigError, match=None) as e:
+        spec(tmp_path, override)
+    assert message in str(e.value)
+
+
+def test_fewer_samples_than_ranks(tmp_path):
+    with pytest.raises(ConfigError, match="fewer than the 4 ranks"):
+        spec(tmp_path, "workload.samples=3", "ppn=4")
+
+
+def test_unwritable_data_root(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    import os
+
+    if os.access(ro, os.W_OK):  # root may write anywhere: a file in the way is the portable unwritable case
+        (tmp_path / "file").write_text("x")
+        target = tmp_path / "file" / "sub"
+        match = "is a file"
+    else:
+        target, match = ro / "sub", "not writable"
+    with pytest.raises(ConfigError, match=match):
+        spec(tmp_path, f"data_root={target}")
+
+
+def test_db_that_is_a_directory(tmp_path):
+    with pytest.raises(ConfigError, match="is a directory"):
+        spec(tmp_path, f"db={tmp_path}")
+
+
+def test_keys(tmp_path):
+    a = spec(tmp_path)
+    assert a.dataset_key == spec(tmp_path, "repeat=1").dataset_key  # repetition: same bytes
+    assert a.point_key != spec(tmp_path, "repeat=1").point_key  # ... different measurement
+    assert a.dataset_key == spec(tmp_path, "stripe=4").dataset_key  # not Lustre here: striping not applied
+    assert a.point_key != spec(tmp_path, "stripe=4").point_key
+    assert a.dataset_key != spec(tmp_path, "format=npz").dataset_key
+    assert a.dataset_key != spec(tmp_path, "seed=1").dataset_key
+    assert a.dataset_key == spec(tmp_path, "access=fpp").dataset_key  # 1 rank, 1 file: the same bytes
+    assert a.point_key != spec(tmp_path, "access=fpp").point_key
+    assert spec(tmp_path, "access=fpp", "ppn=2").num_files == 2
+    assert a.point_key == PointSpec.from_dict(a.to_dict()).point_key
+
+
+def test_fpp_files_are_a_multiple_of_ranks(tmp_path):
+    s = spec(tmp_path, "access=fpp", "ppn=3", "workload.samples=100", "workload.samples_per_file=10")
+    assert s.num_files == 12
+    s = spec(tmp_path, "access=shared", "ppn=3", "workload.samples=100", "workload.samples_per_file=10")
+    assert s.num_files == 10
+
+
+# ------------------------------------------------------------------------------------ the command line
+@pytest.mark.parametrize(
+    ("override", "words"),
+    [
+        ("format=parquet", ["format/parquet", "hdf5", "npz", "tfrecord"]),
+        ("stripe=-5", ["stripe=-5", "-1 (all OSTs)"]),
+        ("workload.sample_size=0", ["workload.sample_size=0", "at least one byte"]),
+        ("data_root=/proc/x", ["data_root=/proc/x", "virtual file system"]),
+        ("workload.samples=abc", ["workload.samples", "could not be converted to Integer"]),
+        ("workload.sampels=3", ["Key 'sampels' not in 'WorkloadConf'"]),
+    ],
+)
+def test_cli_rejects_before_writing_anything(sweep, tmp_path, override, words):
+    p = sweep(override, timeout=120)
+    assert p.returncode != 0
+    for w in words:
+        assert w in p.stderr
+    assert "Traceback" not in p.stderr + p.stdout
+    assert len(p.stderr.strip().splitlines()) <= 12
+    assert not (tmp_path / "r.db").exists() and not (tmp_path / "data").exists()
+
+
+def test_cli_reports_each_problem_of_a_sweep_once(sweep, tmp_path):
+    p = sweep("-m", "format=hdf5,npz", "stripe=-5", "workload=tiny,default", timeout=120)
+    assert p.returncode == 2
+    assert p.stderr.count("stripe=-5 is not a Lustre stripe count") == 1
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_help_is_fast_and_does_not_import_heavy_modules(tmp_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, runpy; sys.argv=['sweep.py','--help']\n"
+        f"try:\n    runpy.run_path({str(ROOT / 'sweep.py')!r}, run_name='__main__')\n"
+        "except SystemExit: pass\n"
+        "bad=[m for m in ('tensorflow','h5py','pandas','matplotlib','sqlalchemy','mpi4py') if m in sys.modules]\n"
+        "print('HEAVY', bad)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert "format: hdf5, npz, tfrecord" in p.stdout.replace("\n", " ") or "hdf5, npz, tfrecord" in p.stdout
+    assert "HEAVY []" in p.stdout

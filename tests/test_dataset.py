@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from experiments.dataset import MANIFEST, DatasetPlan, ensure_dataset, load_manifest, sample_sizes
+from experiments.formats import get_format
+from helpers import mpi_generation, point
+from lustre.layout import Layout
+
+
+def test_sample_sizes_are_deterministic_and_vary_per_sample():
+    a = sample_sizes(7, 1000, 4096, 1024)
+    assert np.array_equal(a, sample_sizes(7, 1000, 4096, 1024))
+    assert not np.array_equal(a, sample_sizes(8, 1000, 4096, 1024))
+    assert len(np.unique(a)) > 100 and a.min() >= 1 and a.max() <= 8192
+    assert abs(a.mean() - 4096) < 150 and abs(a.std() - 1024) < 150
+    assert np.all(sample_sizes(7, 10, 100, 0) == 100)
+
+
+@pytest.mark.parametrize(("samples", "files"), [(64, 2), (100, 7), (5, 5)])
+def test_files_hold_contiguous_ranges_covering_every_sample(samples, files):
+    plan = DatasetPlan("k", "/x", "hdf5", {}, samples, 100, 0, files, 1)
+    starts = plan.file_starts
+    assert starts[0] == 0 and starts[-1] == samples and len(starts) == files + 1
+    assert np.all(np.diff(starts) >= 1) and np.ptp(np.diff(starts)) <= 1
+
+
+@pytest.mark.parametrize("fmt", ["hdf5", "tfrecord", "npz"])
+def test_generation_with_two_mpi_ranks(tmp_path, fmt):
+    spec = point(tmp_path, f"format={fmt}", "access=fpp", "ppn=2", "workload.sample_size_stdev=4KiB")
+    plan = DatasetPlan.from_point(spec)
+    gen = mpi_generation(spec, tmp_path)
+    info = ensure_dataset(plan, Layout(1, 1 << 20), gen, spec.ranks)
+    assert info.generated and gen.calls == [2]
+    manifest = json.loads((tmp_path / "data" / "datasets" / f"{fmt}-{plan.key}" / MANIFEST).read_text())
+    assert manifest["payload_bytes"] == int(plan.sizes().sum())
+    assert manifest["layout"]["applicable"] is False
+    # every sample is there, with the bytes its payload stream defines
+    reader_fmt = get_format(fmt)
+    sizes = plan.sizes()
+    out = np.empty(int(sizes.max()) + 64, dtype=np.uint8)
+    for f in range(plan.num_files):
+        payload = plan.file_payload(f, sizes)
+        with reader_fmt.open(plan.file_path(f)) as r:
+            assert r.num_samples == len(payload.sizes)
+            for i in (0, r.num_samples - 1):
+                assert r.payload(i, out).tobytes() == payload.sample(i)
+
+
+def test_a_complete_dataset_is_reused_and_an_incomplete_one_rebuilt(tmp_path):
+    spec = point(tmp_path, "format=tfrecord")
+    plan = DatasetPlan.from_point(spec)
+    gen = mpi_generation(spec, tmp_path)
+    ensure_dataset(plan, Layout(), gen, 1)
+    again = ensure_dataset(plan, Layout(), gen, 1)
+    assert not again.generated and gen.calls == [1]
+
+    # a file shorter than the manifest says: not read, rebuilt
+    victim = plan.file_path(0)
+    with open(victim, "r+b") as f:
+        f.truncate(os.path.getsize(victim) - 1)
+    assert load_manifest(plan) is None
+    assert ensure_dataset(plan, Layout(), gen, 1).generated and gen.calls == [1, 1]
+
+    # no manifest (generation died before the end): rebuilt
+    os.unlink(os.path.join(plan.directory, MANIFEST))
+    assert ensure_dataset(plan, Layout(), gen, 1).generated and len(gen.calls) == 3
+    assert load_manifest(plan) is not None
+
+
+def test_generation_failure_is_reported_with_what_the_ranks_said(tmp_path):
+    from experiments.errors import LaunchError
+
+    spec = point(tmp_path)
+    plan = DatasetPlan.from_point(spec)
+    gen = mpi_generation(spec, tmp_path)
+
+    def broken(plan_path: str, ranks: int) -> None:
+        os.unlink(os.path.join(plan.directory, "sizes.npy"))
+        gen(plan_path, ranks)
+
+    with pytest.raises(LaunchError, match=r"(?s)generate step failed.*FileNotFoundError.*sizes.npy"):
+        ensure_dataset(plan, Layout(), broken, 1)
+    assert load_manifest(plan) is None

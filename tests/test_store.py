@@ -1,0 +1,106 @@
+"""The store on a real SQLite file: idempotent ingest, failures never overwrite measurements, summary columns."""
+
+from __future__ import annotations
+
+import copy
+import sqlite3
+
+import pandas as pd
+import pytest
+
+from analysis.query import SUMMARY_COLUMNS, epochs_frame, summary_frame
+from analysis.store import Store
+from experiments.launch import failure_record
+from helpers import point
+
+
+def fake_result(spec, bandwidth=100.0, finished="2026-01-01T00:00:00Z"):
+    """A result record with the shape the kernel writes (numbers made up; the store does not judge them)."""
+    epoch = {
+        "epoch": 0, "samples": 64, "bytes_read": 1024, "bytes_planned": 1024, "read_ops": 64, "meta_ops": 2,
+        "os_read_bytes": 1024, "io_time_slowest_s": 0.5, "io_time_mean_s": 0.4, "bandwidth_mib_s": bandwidth,
+        "iops": 128.0, "wall_time_s": 1.0, "compute_time_s": 0.0, "samples_per_s": 64.0, "au": 0.0,
+        "lat_p50_us": 10.0, "lat_p90_us": 20.0, "lat_p99_us": float("nan"), "cache": "cold",
+        "residency_before": 1.0, "residency_after": 0.0, "cache_note": "", "hist": [0, 64], "ranks": [],
+    }
+    totals = {k: v for k, v in epoch.items() if k not in ("epoch", "hist", "ranks", "cache_note")}
+    return {
+        "kind": "ddlio.result", "point_key": spec.point_key, "point": spec.to_dict(), "ranks": 1,
+        "nodes": ["n1"], "hosts": ["h"], "mpi_library": "MPICH", "totals": totals, "epochs": [epoch],
+        "env": {"host": "h", "os": "Linux", "packages": {"numpy": "2"}, "git": {"commit": "abc", "dirty": False}},
+        "fs": {"type": "ext4"}, "layout": {"applicable": False}, "finished_utc": finished,
+    }
+
+
+@pytest.fixture
+def store(tmp_path):
+    return Store(str(tmp_path / "r.db"))
+
+
+def test_result_is_stored_once(tmp_path, store):
+    spec = point(tmp_path)
+    rec = fake_result(spec)
+    assert store.record(rec) is True
+    assert store.record(copy.deepcopy(rec)) is False  # same record again: nothing changes
+    assert store.is_done(spec.point_key)
+    df = summary_frame(store)
+    assert len(df) == 1 and list(df.columns) == SUMMARY_COLUMNS
+    row = df.iloc[0]
+    got = (row.status, row.format, row.bandwidth_mib_s, row.hosts, row.cache)
+    assert got == ("completed", "hdf5", 100.0, 1, "cold")
+    assert pd.isna(row.lat_p99_us)  # NaN stored as NULL
+    assert len(epochs_frame(store)) == 1
+    with sqlite3.connect(tmp_path / "r.db") as c:  # a real SQLite file anyone can open
+        assert c.execute("select count(*) from epochs").fetchone() == (1,)
+        assert c.execute("select git_commit from environments").fetchone() == ("abc",)
+
+
+def test_failure_is_recorded_then_a_retry_replaces_it(tmp_path, store):
+    spec = point(tmp_path)
+    store.record_submitted(spec.to_dict(), "123", str(tmp_path))
+    store.record(failure_record(spec.to_dict(), "LaunchError: kernel step failed\nrank 1 crashed"))
+    df = summary_frame(store)
+    assert df.iloc[0].status == "failed" and "rank 1 crashed" in df.iloc[0].error
+    assert not store.is_done(spec.point_key)
+    store.record(fake_result(spec))
+    df = summary_frame(store)
+    assert df.iloc[0].status == "completed" and pd.isna(df.iloc[0].error)
+
+
+def test_a_failure_never_overwrites_a_measurement(tmp_path, store):
+    spec = point(tmp_path)
+    store.record(fake_result(spec))
+    assert store.record(failure_record(spec.to_dict(), "later failure")) is False
+    assert summary_frame(store).iloc[0].status == "completed"
+
+
+def test_a_newer_measurement_replaces_the_older(tmp_path, store):
+    spec = point(tmp_path)
+    store.record(fake_result(spec, 100.0, "2026-01-01T00:00:00Z"))
+    store.record(fake_result(spec, 200.0, "2026-01-02T00:00:00Z"))
+    assert summary_frame(store).bandwidth_mib_s.tolist() == [200.0]
+    assert len(epochs_frame(store)) == 1  # epochs replaced, not appended
+
+
+def test_summary_and_ingest_commands(tmp_path, analysis):
+    from experiments.dataset import write_json_atomic
+
+    spec = point(tmp_path)
+    run = tmp_path / "runs" / spec.point_key
+    run.mkdir(parents=True)
+    write_json_atomic(run / "result.json", fake_result(spec))
+    other = point(tmp_path, "format=npz")
+    (tmp_path / "runs" / other.point_key).mkdir()
+    write_json_atomic(tmp_path / "runs" / other.point_key / "failure.json", failure_record(other.to_dict(), "boom"))
+    p = analysis("ingest", str(tmp_path / "runs"), "--db", str(tmp_path / "r.db"))
+    assert p.returncode == 0 and "2 stored" in p.stdout, p.stderr
+    p = analysis("ingest", str(tmp_path / "runs"), "--db", str(tmp_path / "r.db"))
+    assert "0 stored, 2 already in the store" in p.stdout
+    csv = analysis("summary", "--db", str(tmp_path / "r.db"), "--format", "csv")
+    df = pd.read_csv(pd.io.common.StringIO(csv.stdout))
+    assert sorted(df.status) == ["completed", "failed"]
+    table = analysis("summary", "--db", str(tmp_path / "r.db"))
+    assert "2 points: 1 completed, 1 failed" in table.stdout and "boom" in table.stdout
+    missing = analysis("summary", "--db", str(tmp_path / "nope.db"))
+    assert missing.returncode == 2 and "no results store" in missing.stderr
+    assert not (tmp_path / "nope.db").exists()
