@@ -30,6 +30,8 @@ from experiments.formats import FORMATS, FilePayload, get_format
 
 MANIFEST = "manifest.json"
 SIZES = "sizes.npy"
+#: bytes one read of each sample returns, as measured on the written files (int64, one per global sample id)
+RECORDS = "records.npy"
 
 
 def sample_sizes(seed: int, samples: int, mean: int, stdev: int) -> np.ndarray:
@@ -90,9 +92,10 @@ class DatasetPlan:
         sizes = self.sizes() if sizes is None else sizes
         return FilePayload(self.seed, f, sizes[starts[f] : starts[f + 1]])
 
-    def record_bytes(self, sizes: np.ndarray) -> np.ndarray:
-        """Bytes one read of each sample returns (payload + the format's inline framing)."""
-        return sizes + FORMATS[self.format].record_overhead
+    def record_bytes(self) -> np.ndarray:
+        """Bytes one read of each sample returns (payload + inline framing, or the encoded size), as recorded
+        from the written files at generation; the kernel's byte plan."""
+        return np.load(os.path.join(self.directory, RECORDS))
 
 
 # ----------------------------------------------------------------------------------------------- generation
@@ -154,7 +157,8 @@ def load_manifest(plan: DatasetPlan) -> dict[str, Any] | None:
         manifest = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if manifest.get("key") != plan.key or not (Path(plan.directory) / SIZES).is_file():
+    d = Path(plan.directory)
+    if manifest.get("key") != plan.key or not (d / SIZES).is_file() or not (d / RECORDS).is_file():
         return None
     for entry in manifest.get("files", []):
         p = Path(plan.directory) / entry["name"]
@@ -163,27 +167,31 @@ def load_manifest(plan: DatasetPlan) -> dict[str, Any] | None:
     return manifest
 
 
-def verify_dataset(plan: DatasetPlan, sizes: np.ndarray) -> list[dict[str, Any]]:
-    """Open every file and check its sample count and record sizes against the plan; the files' entries."""
+def verify_dataset(plan: DatasetPlan, sizes: np.ndarray) -> tuple[list[dict[str, Any]], np.ndarray]:
+    """Open every file and check its sample count (and, where the format can predict them, its record sizes)
+    against the plan. Returns the files' manifest entries and the bytes per record of every sample."""
     fmt = get_format(plan.format, **plan.format_options)
     starts = plan.file_starts
     entries = []
+    records = np.zeros(plan.samples, dtype=np.int64)
     for f in range(plan.num_files):
         path = plan.file_path(f)
         if not os.path.isfile(path):
             raise DatasetError(f"generation left no file {path}")
-        want = plan.record_bytes(sizes[starts[f] : starts[f + 1]])
+        n_want = int(starts[f + 1] - starts[f])
         with fmt.open(path) as r:
             got = np.array([r.record_bytes(i) for i in range(r.num_samples)], dtype=np.int64)
-        if len(got) != len(want) or not np.array_equal(got, want):
+        want = fmt.expected_record_bytes(sizes[starts[f] : starts[f + 1]])
+        if len(got) != n_want or (want is not None and not np.array_equal(got, want)) or np.any(got <= 0):
             raise DatasetError(
-                f"{path}: holds {len(got)} samples / {int(got.sum())} bytes, "
-                f"planned {len(want)} / {int(want.sum())}"
+                f"{path}: holds {len(got)} samples / {int(got.sum())} bytes, planned {n_want}"
+                + (f" / {int(want.sum())}" if want is not None else "")
             )
+        records[starts[f] : starts[f + 1]] = got
         entries.append({"name": plan.file_name(f), "bytes": os.path.getsize(path), "samples": len(got)})
         for side in fmt.sidecars(path):
             entries.append({"name": side.name, "bytes": side.stat().st_size, "samples": 0})
-    return entries
+    return entries, records
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
@@ -235,7 +243,8 @@ def ensure_dataset(
         write_json_atomic(plan_path, plan.to_dict())
         gen_ranks = max(1, min(ranks, plan.num_files))
         run_generation(str(plan_path), gen_ranks)
-        entries = verify_dataset(plan, sizes)
+        entries, records = verify_dataset(plan, sizes)
+        np.save(d / RECORDS, records)
         from lustre.layout import read_layout
 
         record = read_layout(record, [d / e["name"] for e in entries if e["samples"]][:8])
@@ -244,7 +253,7 @@ def ensure_dataset(
             "plan": plan.to_dict(),
             "files": entries,
             "payload_bytes": int(sizes.sum()),
-            "record_bytes": int(plan.record_bytes(sizes).sum()),
+            "record_bytes": int(records.sum()),
             "disk_bytes": sum(e["bytes"] for e in entries),
             "layout": record.to_dict(),
             "generated_on": socket.gethostname(),

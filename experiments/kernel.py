@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from experiments import cache as pagecache
-from experiments.dataset import SIZES, DatasetPlan, data_files, write_json_atomic
+from experiments.dataset import DatasetPlan, data_files, write_json_atomic
 from experiments.errors import KernelError
 from experiments.formats import get_format
 from experiments.metrics import RankEpoch, aggregate, aggregate_run, histogram
@@ -101,8 +101,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
     node_comm = comm.Split_type(MPI.COMM_TYPE_SHARED)
     leader = node_comm.rank == 0
     fmt = get_format(plan.format, **plan.format_options)
-    sizes = np.load(os.path.join(plan.directory, SIZES))
-    record = plan.record_bytes(sizes)
+    record = plan.record_bytes()
     files = data_files(plan)
     paths = [plan.file_path(f) for f in range(plan.num_files)]
     starts = plan.file_starts

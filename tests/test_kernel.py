@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from experiments.dataset import DatasetPlan, ensure_dataset, write_json_atomic
+from experiments.formats import get_format
 from experiments.kernel import rank_samples
 from helpers import mpi_generation, point
 from lustre.layout import Layout
@@ -49,8 +50,9 @@ def run_kernel(tmp_path, *overrides, evict_first=False):
 def test_two_ranks_read_exactly_the_plan(tmp_path, fmt, access):
     spec, plan, res = run_kernel(tmp_path, f"format={fmt}", f"access={access}", "ppn=2",
                                  "workload.sample_size_stdev=3KiB", "workload.epochs=2")
-    sizes = plan.sizes()
-    per_epoch = int(plan.record_bytes(sizes).sum())
+    fmt = get_format(fmt)
+    per_epoch = int((plan.sizes() + fmt.record_overhead).sum())  # payloads + framing, from first principles
+    assert np.array_equal(plan.record_bytes(), plan.sizes() + fmt.record_overhead)
     assert res["ranks"] == 2 and len(res["rank_info"]) == 2 and len({r["pid"] for r in res["rank_info"]}) == 2
     assert res["totals"]["bytes_read"] == res["totals"]["bytes_planned"] == 2 * per_epoch
     for e in res["epochs"]:

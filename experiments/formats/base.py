@@ -110,6 +110,11 @@ class Format:
             raise ConfigError(problems)
         self.options = options
 
+    def expected_record_bytes(self, sizes: np.ndarray) -> np.ndarray | None:
+        """Bytes one read of each sample will return, given payload sizes; None where the format cannot know
+        before writing (encoded images). Generation checks the files against it."""
+        return sizes + self.record_overhead
+
     @classmethod
     def option_problems(cls, options: dict[str, Any]) -> list[str]:
         """Every problem with ``options`` (the format's config group values, minus ``name``)."""
