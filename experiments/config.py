@@ -35,7 +35,7 @@ SCHEMA_VERSION = 1
 # ----------------------------------------------------------------------------------------------------- schema
 @dataclass
 class FormatConf:
-    # file format, one of experiments.formats.FORMATS (hdf5, tfrecord, npz)
+    # file format, one of experiments.formats.FORMATS (hdf5, tfrecord, npz, npy, bin, jpeg, png)
     name: str = MISSING
 
 
@@ -61,6 +61,30 @@ class NPZConf(FormatConf):
 
 
 @dataclass
+class NPYConf(FormatConf):
+    name: str = "npy"
+
+
+@dataclass
+class BinConf(FormatConf):
+    name: str = "bin"
+
+
+@dataclass
+class JPEGConf(FormatConf):
+    name: str = "jpeg"
+    # also decode every image (Pillow, fully) inside the timed read, as a loader's decode step
+    decode: bool = False
+
+
+@dataclass
+class PNGConf(FormatConf):
+    name: str = "png"
+    # also decode every image (Pillow, fully) inside the timed read, as a loader's decode step
+    decode: bool = False
+
+
+@dataclass
 class AccessConf:
     # shared: every rank reads from the same file(s); fpp: file per process, each rank reads only its own files
     name: str = MISSING
@@ -78,6 +102,8 @@ class WorkloadConf:
     sample_size_stdev: str = "0"
     # samples per file (fpp: at most this many, and at least one file per rank)
     samples_per_file: int = 1024
+    # sample bytes: random (incompressible) | zeros | a compressibility ratio > 1 (2.0 = gzip compresses ~2:1)
+    payload: str = "random"
     # samples per rank per training step
     batch_size: int = 8
     # passes over the dataset
@@ -141,7 +167,10 @@ def register_configs() -> None:
     cs.store(group="schema", name="cluster", node=ClusterConf)
 
 
-FORMAT_SCHEMAS: dict[str, type[FormatConf]] = {"hdf5": HDF5Conf, "tfrecord": TFRecordConf, "npz": NPZConf}
+FORMAT_SCHEMAS: dict[str, type[FormatConf]] = {
+    "hdf5": HDF5Conf, "tfrecord": TFRecordConf, "npz": NPZConf, "npy": NPYConf, "bin": BinConf, "jpeg": JPEGConf,
+    "png": PNGConf,
+}
 
 
 # ------------------------------------------------------------------------------------------------- the point
@@ -174,6 +203,7 @@ class PointSpec:
     striping_applicable: bool
     force: bool = False
     overrides: tuple[str, ...] = ()
+    payload: str = "random"
 
     # ----------------------------------------------------------------------------------------- derived
     @property
@@ -197,6 +227,7 @@ class PointSpec:
             "samples": self.samples,
             "sample_size": self.sample_size,
             "sample_size_stdev": self.sample_size_stdev,
+            "payload": self.payload,
             "num_files": self.num_files,
             "seed": self.seed,
             "data_root": self.data_root,
@@ -320,6 +351,7 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
     Raises :class:`ConfigError` listing every problem found, each with the valid choices.
     """
     from experiments.formats import FORMATS
+    from experiments.formats.base import parse_payload
     from lustre.fs import fs_info
     from lustre.layout import Layout
 
@@ -346,6 +378,11 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
             f"{w['sample_size']}, so that sample sizes stay positive"
         )
     spf = _int_range(problems, "workload.samples_per_file", w["samples_per_file"], 1)
+    try:
+        payload = parse_payload(w["payload"])
+    except ValueError as e:
+        problems.append(str(e))
+        payload = "random"
     batch = _int_range(problems, "workload.batch_size", w["batch_size"], 1)
     epochs = _int_range(problems, "workload.epochs", w["epochs"], 1)
     compute = w["compute_time"]
@@ -447,4 +484,5 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
         striping_applicable=lustre,
         force=bool(cfg.get("force", False)),
         overrides=tuple(overrides),
+        payload=payload,
     )

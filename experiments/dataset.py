@@ -57,6 +57,7 @@ class DatasetPlan:
     sample_size_stdev: int
     num_files: int
     seed: int
+    payload: str = "random"  # random | zeros | a compressibility ratio (see experiments.formats.base.parse_payload)
 
     @classmethod
     def from_point(cls, spec: Any) -> DatasetPlan:
@@ -64,11 +65,11 @@ class DatasetPlan:
         key = spec.dataset_key
         directory = os.path.join(spec.data_root, "datasets", f"{spec.format}-{key}")
         return cls(key, directory, spec.format, dict(spec.format_options), spec.samples, spec.sample_size,
-                   spec.sample_size_stdev, spec.num_files, spec.seed)
+                   spec.sample_size_stdev, spec.num_files, spec.seed, spec.payload)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DatasetPlan:
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__})
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -90,7 +91,7 @@ class DatasetPlan:
     def file_payload(self, f: int, sizes: np.ndarray | None = None) -> FilePayload:
         starts = self.file_starts
         sizes = self.sizes() if sizes is None else sizes
-        return FilePayload(self.seed, f, sizes[starts[f] : starts[f + 1]])
+        return FilePayload(self.seed, f, sizes[starts[f] : starts[f + 1]], self.payload)
 
     def record_bytes(self) -> np.ndarray:
         """Bytes one read of each sample returns (payload + inline framing, or the encoded size), as recorded

@@ -1,6 +1,6 @@
-"""The conformance suite every format passes: exact round trip (fixed and variable sizes), sample count,
-bytes per read, and a clear FormatError on a truncated or corrupt file. A new format needs no new test here:
-it is picked up from the registry."""
+"""The conformance suite every format passes: round trip (exact, or for a lossy format within its PSNR; fixed
+and variable sizes), sample count, bytes per read, and a clear FormatError on a truncated or corrupt file or index.
+A new format needs no new test here: it is picked up from the registry."""
 
 from __future__ import annotations
 
@@ -24,30 +24,64 @@ def fmt(request):
     return get_format(request.param)
 
 
-def write(fmt, tmp_path, sizes, seed=3):
-    payload = FilePayload(seed, 1, sizes)
+def write(fmt, tmp_path, sizes, seed=3, kind="random"):
+    payload = FilePayload(seed, 1, sizes, kind)
     path = tmp_path / f"data{fmt.suffix}"
     fmt.write(path, payload)
     return path, payload
 
 
+def buffer_for(r):
+    """A read buffer as the kernel sizes it: the largest record (encoded images can exceed their payload)."""
+    return np.empty(max(r.record_bytes(i) for i in range(r.num_samples)), dtype=np.uint8)
+
+
+def psnr_db(got: bytes, want: bytes) -> float:
+    """Peak signal-to-noise ratio of ``got`` against ``want`` (uint8 samples), dB; inf when equal."""
+    mse = np.mean((np.frombuffer(got, np.uint8).astype(float) - np.frombuffer(want, np.uint8).astype(float)) ** 2)
+    return float("inf") if mse == 0 else float(10 * np.log10(255**2 / mse))
+
+
+def assert_payload(fmt, got: bytes, want: bytes) -> None:
+    """The payload read back stands for ``want``: exactly, or for a lossy format within its PSNR."""
+    decoded = fmt.decode_payload(got)
+    if fmt.min_psnr_db is None:
+        assert decoded == want
+    else:
+        assert len(decoded) == len(want) and psnr_db(decoded, want) >= fmt.min_psnr_db
+
+
+@pytest.mark.parametrize("payload_kind", ["random", "2.0", "zeros"])
 @pytest.mark.parametrize("kind", sorted(SIZES))
-def test_round_trip_is_exact(fmt, tmp_path, kind):
-    path, payload = write(fmt, tmp_path, SIZES[kind])
-    out = np.empty(200_000, dtype=np.uint8)
+def test_round_trip(fmt, tmp_path, kind, payload_kind):
+    path, payload = write(fmt, tmp_path, SIZES[kind], kind=payload_kind)
     with fmt.open(path) as r:
         assert r.num_samples == len(payload.sizes)
+        out = buffer_for(r)
         for i in range(r.num_samples):
-            assert r.payload(i, out).tobytes() == payload.sample(i)
+            assert_payload(fmt, r.payload(i, out).tobytes(), payload.sample(i))
+
+
+def test_round_trip_tells_samples_apart(fmt, tmp_path):
+    """The round-trip check can fail: sample 1 read back does not pass for sample 2 (nor for zeros)."""
+    path, payload = write(fmt, tmp_path, SIZES["fixed"])
+    with fmt.open(path) as r:
+        got = r.payload(1, buffer_for(r)).tobytes()
+    for wrong in (payload.sample(2), bytes(len(payload.sample(2)))):
+        with pytest.raises(AssertionError):
+            assert_payload(fmt, got, wrong)
 
 
 def test_read_returns_the_bytes_of_one_record(fmt, tmp_path):
     path, payload = write(fmt, tmp_path, SIZES["variable"])
-    out = np.empty(200_000, dtype=np.uint8)
+    want = fmt.expected_record_bytes(payload.sizes)
     with fmt.open(path) as r:
+        out = buffer_for(r)
         for i in (0, 3, len(payload.sizes) - 1):
             n = r.read(i, out)
-            assert n == r.record_bytes(i) == payload.sizes[i] + fmt.record_overhead
+            assert n == r.record_bytes(i) > 0
+            if want is not None:
+                assert n == want[i] == payload.sizes[i] + fmt.record_overhead
 
 
 def test_samples_are_random_and_differ_between_files(fmt, tmp_path):
@@ -68,6 +102,8 @@ def test_truncated_file_is_a_clear_error(fmt, tmp_path):
 
 
 def test_corrupt_file_is_a_clear_error(fmt, tmp_path):
+    if not fmt.detects_corrupt_data:
+        pytest.skip(f"{fmt.name} records are raw bytes with no header, framing or checksum (its index is checked)")
     path, _ = write(fmt, tmp_path, SIZES["fixed"])
     with open(path, "r+b") as f:
         f.write(b"\xde\xad\xbe\xef" * 16)  # the first 64 bytes: header / first record frame
@@ -77,9 +113,138 @@ def test_corrupt_file_is_a_clear_error(fmt, tmp_path):
             r.read(0, out)
 
 
+def test_corrupt_or_missing_index_is_a_clear_error(fmt, tmp_path):
+    path, _ = write(fmt, tmp_path, SIZES["fixed"])
+    sidecars = fmt.sidecars(path)
+    if not sidecars:
+        pytest.skip(f"{fmt.name} keeps its offsets inside the data file")
+    for damage in ("corrupt", "delete"):
+        write(fmt, tmp_path, SIZES["fixed"])
+        if damage == "delete":
+            sidecars[0].unlink()
+        else:
+            with open(sidecars[0], "r+b") as f:
+                f.write(b"\xde\xad\xbe\xef" * 16)
+        with pytest.raises(FormatError, match=r"index .* (is )?(missing|corrupt|unreadable)"):
+            with fmt.open(path) as r:
+                r.read(0, np.empty(200_000, dtype=np.uint8))
+
+
 def test_unknown_format_names_the_valid_ones():
-    with pytest.raises(KeyError, match="hdf5, npz, tfrecord"):
+    with pytest.raises(KeyError, match="bin, hdf5, jpeg, npy, npz, png, tfrecord"):
         get_format("parquet")
+
+
+# ------------------------------------------------------------------------------------------------- payloads
+def test_payload_kinds_are_what_they_say(tmp_path):
+    import zlib
+
+    sizes = np.full(64, 65536, dtype=np.int64)
+    data = {k: b"".join(FilePayload(3, 0, sizes, k).sample(i) for i in range(64)) for k in ("random", "zeros", "2.0",
+                                                                                          "4.0")}
+    assert data["zeros"] == bytes(len(data["zeros"]))
+    ratio = {k: len(v) / len(zlib.compress(v, 6)) for k, v in data.items()}
+    assert ratio["random"] < 1.01
+    assert 1.9 < ratio["2.0"] < 2.1 and 3.7 < ratio["4.0"] < 4.2
+    assert ratio["zeros"] > 500
+    # deterministic in the seed, and the random part of a ratio payload is the random payload's own bytes
+    assert FilePayload(3, 0, sizes, "2.0").sample(5) == FilePayload(3, 0, sizes, "2.0").sample(5)
+    assert FilePayload(3, 0, sizes, "2.0").sample(5) != FilePayload(4, 0, sizes, "2.0").sample(5)
+    assert FilePayload(3, 0, sizes, "2.0").sample(5)[:2048] == FilePayload(3, 0, sizes).sample(5)[:2048]
+
+
+@pytest.mark.parametrize("value, want", [("random", "random"), ("zeros", "zeros"), (2, "2.0"), ("2.0", "2.0"),
+                                         (" 3.5 ", "3.5")])
+def test_parse_payload_normalises(value, want):
+    from experiments.formats.base import parse_payload
+
+    assert parse_payload(value) == want
+
+
+@pytest.mark.parametrize("value", ["ones", "1", "0.5", "-2", "inf", "nan", ""])
+def test_parse_payload_names_the_choices(value):
+    from experiments.formats.base import parse_payload
+
+    with pytest.raises(ValueError, match=r"choose random \(incompressible\), zeros, or a compressibility ratio > 1"):
+        parse_payload(value)
+    with pytest.raises(ValueError, match="choose random"):
+        FilePayload(3, 0, SIZES["one"], value)
+
+
+def test_gzip_hdf5_size_follows_the_payload(tmp_path):
+    """Compression is only meaningful on compressible payloads: the knob makes the difference measurable."""
+    fmt = get_format("hdf5", chunk_samples=4, compression="gzip")
+    sizes = np.full(64, 65536, dtype=np.int64)
+    on_disk = {}
+    for kind in ("random", "2.0", "zeros"):
+        path = tmp_path / f"{kind}.h5"
+        fmt.write(path, FilePayload(3, 0, sizes, kind))
+        on_disk[kind] = os.path.getsize(path)
+    assert on_disk["random"] >= sizes.sum()  # incompressible: gzip stores it as is (plus its framing)
+    assert 0.45 < on_disk["2.0"] / on_disk["random"] < 0.56
+    assert on_disk["zeros"] < 0.02 * on_disk["random"]
+
+
+def test_npy_is_a_plain_numpy_array(tmp_path):
+    path, payload = write(get_format("npy"), tmp_path, SIZES["variable"])
+    data, offsets = np.load(path), np.load(f"{path}.idx")
+    assert data.dtype == np.uint8 and data.shape == (int(payload.sizes.sum()),)
+    assert data[offsets[3] : offsets[4]].tobytes() == payload.sample(3)
+
+
+def test_bin_is_the_raw_bytes_and_an_index(tmp_path):
+    """What fio would read: the payloads back to back and nothing else, so the two read the same requests."""
+    path, payload = write(get_format("bin"), tmp_path, SIZES["variable"])
+    assert path.read_bytes() == b"".join(payload.sample(i) for i in range(len(payload.sizes)))
+    assert np.array_equal(np.load(f"{path}.idx"), np.concatenate([[0], np.cumsum(payload.sizes)]))
+
+
+@pytest.mark.parametrize("name, pil_format", [("jpeg", "JPEG"), ("png", "PNG")])
+def test_images_are_real_images_sized_by_the_payload(tmp_path, name, pil_format):
+    """Each record is a complete image another tool decodes; its pixels hold the sample's nominal bytes."""
+    import io
+
+    from PIL import Image
+
+    fmt = get_format(name)
+    path, payload = write(fmt, tmp_path, np.array([65536, 150528, 10], dtype=np.int64))
+    with fmt.open(path) as r:
+        out = buffer_for(r)
+        shapes = []
+        for i in range(r.num_samples):
+            with Image.open(io.BytesIO(r.payload(i, out).tobytes())) as img:
+                assert img.format == pil_format and img.mode == "RGB"
+                shapes.append(img.size)
+    assert shapes == [(148, 148), (224, 224), (2, 2)]  # ceil(n/3) pixels, square-ish (W, H)
+    with Image.open(path) as first:  # a packed file opens as its first image, as a plain image file
+        assert first.size == (148, 148)
+
+
+@pytest.mark.parametrize("name", ["jpeg", "png"])
+def test_decode_decodes_inside_the_read(tmp_path, name):
+    """decode=true does the decoding inside read(): damage past the signature check passes a plain read and
+    fails a decoding one; the bytes returned are the encoded bytes either way."""
+    path, _ = write(get_format(name), tmp_path, SIZES["fixed"])
+    with get_format(name).open(path) as r:
+        out = buffer_for(r)
+        n = r.read(0, out)
+    with get_format(name, decode=True).open(path) as r:
+        assert r.read(0, out) == n == r.record_bytes(0)
+    with open(path, "r+b") as f:
+        f.seek(40)
+        f.write(b"\xde\xad\xbe\xef" * 10)
+    with get_format(name).open(path) as r:
+        assert r.read(0, out) == n
+    with pytest.raises(FormatError, match="record 0 is corrupt: decoding failed"):
+        with get_format(name, decode=True).open(path) as r:
+            r.read(0, out)
+
+
+def test_image_options_are_validated():
+    from experiments.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="format.decode='yes' must be true or false"):
+        get_format("jpeg", decode="yes")
 
 
 def test_npz_is_a_plain_numpy_archive(tmp_path):
@@ -129,3 +294,19 @@ def test_hdf5_options_are_validated():
         get_format("hdf5", compression="zstd", chunk_samples=2)
     with pytest.raises(ConfigError, match="needs chunked storage"):
         get_format("hdf5", compression="gzip", chunk_samples=0)
+
+
+def test_payload_is_validated_and_keys_the_dataset(tmp_path):
+    from experiments.dataset import DatasetPlan
+    from experiments.errors import ConfigError
+    from helpers import point
+
+    a = point(tmp_path)
+    b = point(tmp_path, "workload.payload=2")
+    assert a.payload == "random" and b.payload == "2.0" and b.dataset_key != a.dataset_key
+    assert point(tmp_path, "workload.payload=2.0").dataset_key == b.dataset_key  # same payload, same bytes
+    assert point(tmp_path, "workload.payload=zeros").dataset_key not in (a.dataset_key, b.dataset_key)
+    assert DatasetPlan.from_point(b).file_payload(0).kind == "2.0"  # generation gets it
+    assert b.to_dict()["payload"] == "2.0"  # and the result records it with the point's config
+    with pytest.raises(ConfigError, match=r"workload.payload='ones' is unknown: choose random \(incompressible\)"):
+        point(tmp_path, "workload.payload=ones")

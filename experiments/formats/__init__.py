@@ -8,11 +8,15 @@ from __future__ import annotations
 from typing import Any
 
 from experiments.formats.base import FilePayload, Format, Reader
+from experiments.formats.bin import Bin
 from experiments.formats.hdf5 import HDF5
+from experiments.formats.jpeg import JPEG
+from experiments.formats.npy import NPY
 from experiments.formats.npz import NPZ
+from experiments.formats.png import PNG
 from experiments.formats.tfrecord import TFRecord
 
-FORMATS: dict[str, type[Format]] = {cls.name: cls for cls in (HDF5, TFRecord, NPZ)}
+FORMATS: dict[str, type[Format]] = {cls.name: cls for cls in (HDF5, TFRecord, NPZ, NPY, Bin, JPEG, PNG)}
 
 
 def get_format(name: str, **options: Any) -> Format:

@@ -17,18 +17,48 @@ import numpy as np
 #: Samples are generated in groups of at most this many bytes, each from its own seeded stream, so a sample's
 #: payload can be regenerated on its own (tests) and generation never holds a whole file in memory.
 GROUP_BYTES = 8 * 1024 * 1024
+#: Payload kinds besides a compressibility ratio (``workload.payload``).
+PAYLOAD_KINDS = ("random", "zeros")
+#: A compressible payload is made of blocks of this many bytes, each random for its first ``1/ratio`` and zero
+#: after: deflate (gzip), lzf and PNG then store the random part as is and the zeros almost for free.
+COMPRESS_BLOCK = 4096
+
+
+def parse_payload(value: object) -> str:
+    """Normalise a ``workload.payload`` value: ``random``, ``zeros``, or a compressibility ratio > 1 as a float
+    string (``2`` -> ``"2.0"``), so that equal payloads share one dataset key. ``ValueError`` names the choices."""
+    text = str(value).strip().lower()
+    if text in PAYLOAD_KINDS:
+        return text
+    try:
+        ratio = float(text)
+    except ValueError:
+        ratio = float("nan")
+    if not (ratio > 1 and ratio < float("inf")):
+        raise ValueError(
+            f"workload.payload={value!r} is unknown: choose random (incompressible), zeros, or a compressibility "
+            "ratio > 1 (e.g. 2.0: compresses about 2:1 with gzip)"
+        )
+    return repr(ratio)
 
 
 @dataclass(frozen=True)
 class FilePayload:
     """The deterministic payload of one data file: ``sizes[i]`` bytes for its sample ``i``.
 
-    Bytes are pseudo-random (incompressible), drawn from PCG64 streams keyed by (seed, file index, group).
+    ``kind`` (see :func:`parse_payload`): ``random`` bytes are pseudo-random (incompressible), drawn from PCG64
+    streams keyed by (seed, file index, group); ``zeros`` are all zero; a ratio r keeps the first
+    ``round(COMPRESS_BLOCK / r)`` bytes of every COMPRESS_BLOCK-byte block of the random stream and zeroes the rest,
+    so gzip compresses it about r:1 (blocks count from the start of each generation group).
     """
 
     seed: int
     file_index: int
     sizes: np.ndarray  # int64, bytes per sample
+    kind: str = "random"
+
+    def __post_init__(self) -> None:
+        parse_payload(self.kind)  # ValueError naming the valid kinds, before any byte is generated
 
     def groups(self) -> list[tuple[int, int]]:
         """``[(lo, hi), ...]`` sample ranges generated together (each under GROUP_BYTES, at least one sample)."""
@@ -43,9 +73,19 @@ class FilePayload:
         return out
 
     def _group_bytes(self, lo: int, hi: int) -> np.ndarray:
-        rng = np.random.Generator(np.random.PCG64([self.seed, self.file_index, lo]))
         n = int(self.sizes[lo:hi].sum())
-        return np.frombuffer(rng.bytes(n), dtype=np.uint8)
+        if self.kind == "zeros":
+            return np.zeros(n, dtype=np.uint8)
+        rng = np.random.Generator(np.random.PCG64([self.seed, self.file_index, lo]))
+        buf = np.frombuffer(rng.bytes(n), dtype=np.uint8)
+        if self.kind == "random":
+            return buf
+        keep = max(1, round(COMPRESS_BLOCK / float(self.kind)))
+        buf = buf.copy()
+        whole = n - n % COMPRESS_BLOCK
+        buf[:whole].reshape(-1, COMPRESS_BLOCK)[:, keep:] = 0
+        buf[whole + keep :] = 0
+        return buf
 
     def iter_groups(self) -> Iterator[tuple[int, int, np.ndarray]]:
         """Yield ``(lo, hi, bytes of samples lo..hi-1 back to back)``."""
@@ -101,6 +141,11 @@ class Format:
     suffix: ClassVar[str]
     #: bytes read per sample beyond its payload (inline framing), for the byte plan
     record_overhead: ClassVar[int] = 0
+    #: None: :meth:`decode_payload` gives back the source bytes exactly; a number: the format is lossy (JPEG) and
+    #: the decoded payload is guaranteed within this PSNR (dB) of the source bytes, whatever the payload
+    min_psnr_db: ClassVar[float | None] = None
+    #: whether a reader notices damaged data bytes (a header, framing or checksum to check); raw ``bin`` cannot
+    detects_corrupt_data: ClassVar[bool] = True
 
     def __init__(self, **options: Any) -> None:
         problems = self.option_problems(options)
@@ -119,6 +164,11 @@ class Format:
     def option_problems(cls, options: dict[str, Any]) -> list[str]:
         """Every problem with ``options`` (the format's config group values, minus ``name``)."""
         return []
+
+    def decode_payload(self, data: bytes) -> bytes:
+        """The source payload bytes that a record's payload (as :meth:`Reader.payload` returns it) stands for:
+        the bytes themselves, or for an encoded image its decoded pixels. For checks; never on the measured path."""
+        return data
 
     def write(self, path: str | os.PathLike, payload: FilePayload) -> None:
         """Write all of ``payload``'s samples to ``path``, durably (fsync'd before returning)."""
