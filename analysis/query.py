@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import select
 
@@ -41,3 +42,112 @@ def summary_frame(store: Store) -> pd.DataFrame:
     """The ``summary`` table: one row per point, :data:`SUMMARY_COLUMNS` in order."""
     df = points_frame(store)
     return df.reindex(columns=SUMMARY_COLUMNS).reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------------------------- analysis frames
+#: Columns that identify a configuration: points equal in all of them differ only in ``repeat`` (repetitions).
+CONFIG_COLUMNS = [
+    "format", "format_options", "access", "stripe_count", "stripe_size", "nodes", "ppn", "ranks", "workload",
+    "samples", "sample_size", "sample_size_stdev", "samples_per_file", "num_files", "batch_size", "epochs",
+    "compute_time_s", "cache_policy", "seed", "cluster",
+]
+#: Whole-run figures the analysis uses (bytes/s as MiB/s, ops/s, seconds, µs, 0..1).
+METRIC_COLUMNS = [
+    "bandwidth_mib_s", "iops", "io_time_slowest_s", "wall_time_s", "samples_per_s", "au", "lat_p50_us",
+    "lat_p90_us", "lat_p99_us",
+]
+_ANALYSIS_EXTRA = ["point_key", "label", "status", "repeat", "cache", "fs_type", "striping_applicable", "run_dir",
+                   "env_id"]
+
+
+def analysis_frame(store: Store, where: str | None = None) -> pd.DataFrame:
+    """Completed points, one row each: :data:`CONFIG_COLUMNS` (``format_options`` as JSON text), ``repeat``,
+    :data:`METRIC_COLUMNS` and provenance columns; read in one SQL query (fast on 100,000 points).
+
+    ``where`` is a pandas query expression over these columns (e.g. ``"format == 'hdf5' and nodes >= 2"``);
+    a bad expression raises :class:`experiments.errors.DdlioError` naming the columns.
+    """
+    from sqlalchemy import Text, cast
+
+    cols = []
+    for name in dict.fromkeys(_ANALYSIS_EXTRA + CONFIG_COLUMNS + METRIC_COLUMNS):
+        col = Point.__table__.columns[name]
+        cols.append(cast(col, Text).label(name) if name == "format_options" else col)
+    stmt = select(*cols).where(Point.status == "completed").order_by(Point.point_key)
+    with store.engine.connect() as conn:
+        df = pd.read_sql(stmt, conn)
+    df["striping_applicable"] = df["striping_applicable"].astype("boolean")
+    for c in METRIC_COLUMNS:
+        df[c] = df[c].astype("float64")
+    return apply_where(df, where)
+
+
+def apply_where(df: pd.DataFrame, where: str | None) -> pd.DataFrame:
+    """``df`` filtered by the pandas query expression ``where`` (None: unchanged), index reset."""
+    if not where:
+        return df
+    from experiments.errors import DdlioError
+
+    try:
+        out = df.query(where, engine="python")
+    except Exception as e:  # pandas raises many types (SyntaxError, UndefinedVariableError, TypeError ...)
+        raise DdlioError(
+            f"--where {where!r} is not a valid filter ({type(e).__name__}: {e}); write a pandas query over the "
+            f"columns {', '.join(df.columns)}, e.g. \"format == 'hdf5' and nodes >= 2\""
+        ) from e
+    if not isinstance(out, pd.DataFrame) or len(out.columns) != len(df.columns):
+        raise DdlioError(f"--where {where!r} must be a condition that keeps or drops rows")
+    return out.reset_index(drop=True)
+
+
+def parse_hists(texts: list[str] | pd.Series) -> np.ndarray:
+    """Latency histograms stored as JSON text -> an int64 matrix (one row each, zero-padded to the longest).
+
+    Bucket ``k`` counts reads with latency in [2**(k/4), 2**((k+1)/4)) ns (see :mod:`experiments.metrics`).
+    """
+    texts = [t if isinstance(t, str) else "[]" for t in texts]
+    if not texts:
+        return np.zeros((0, 0), dtype=np.int64)
+    lengths = np.array([t.count(",") + 1 if t.strip("[] ") else 0 for t in texts])
+    width = int(lengths.max())
+    if width == 0:
+        return np.zeros((len(texts), 0), dtype=np.int64)
+    if (lengths == width).all():  # the usual case: fixed-width histograms; parse all in one C call
+        flat = np.fromstring(",".join(t.strip("[] ") for t in texts), sep=",", dtype=np.int64)
+        return flat.reshape(len(texts), width)
+    out = np.zeros((len(texts), width), dtype=np.int64)
+    for i, t in enumerate(texts):
+        if lengths[i]:
+            out[i, : lengths[i]] = np.fromstring(t.strip("[] "), sep=",", dtype=np.int64)
+    return out
+
+
+def hist_frame(store: Store, point_keys: list[str] | None = None) -> tuple[pd.Series, np.ndarray]:
+    """Each completed point's read-latency histogram summed over its epochs: (point keys, int64 matrix)."""
+    from sqlalchemy import Text, cast
+
+    stmt = (select(Epoch.point_key, cast(Epoch.hist, Text).label("hist"))
+            .join(Point, Point.point_key == Epoch.point_key).where(Point.status == "completed"))
+    with store.engine.connect() as conn:
+        df = pd.read_sql(stmt, conn)
+    if point_keys is not None:
+        df = df[df["point_key"].isin(set(point_keys))]
+    mat = parse_hists(df["hist"].tolist())
+    if len(df) == 0:
+        return pd.Series([], dtype=object, name="point_key"), mat
+    codes, keys = pd.factorize(df["point_key"], sort=True)
+    summed = np.zeros((len(keys), mat.shape[1]), dtype=np.int64)
+    np.add.at(summed, codes, mat)
+    return pd.Series(keys, name="point_key"), summed
+
+
+def environments_frame(store: Store) -> pd.DataFrame:
+    """The ``environments`` table with package versions as JSON text, one row per environment."""
+    from sqlalchemy import Text, cast
+
+    from analysis.store import Environment
+
+    stmt = select(Environment.id, Environment.host, Environment.os, Environment.git_commit, Environment.git_dirty,
+                  cast(Environment.packages, Text).label("packages"), cast(Environment.raw, Text).label("raw"))
+    with store.engine.connect() as conn:
+        return pd.read_sql(stmt, conn)

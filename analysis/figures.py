@@ -1,0 +1,293 @@
+"""``python -m analysis figures``: the paper's figures, regenerated from the store (PNG plus SVG or PDF).
+
+Each ``draw_*`` function takes a frame from :mod:`analysis.frames` and returns a matplotlib ``Figure`` (drawn
+with the Agg canvas, no pyplot, no global state); :func:`build_figures` pairs frames with drawings. matplotlib is
+imported inside the functions so ``python -m analysis --help`` stays fast. Error bars are ±1 sample standard
+deviation over the repetitions of a configuration (none when it was measured once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from analysis import frames as F
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+#: Most ranks drawn in one access-pattern figure (one row each), and most access logs drawn per run.
+MAX_TRACE_RANKS = 8
+MAX_TRACES = 12
+
+
+def _figure(width: float, height: float, nrows: int = 1, ncols: int = 1, **kw: Any) -> tuple[Figure, np.ndarray]:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, squeeze=False, **kw)
+    return fig, axes
+
+
+def _yerr(std: pd.Series) -> np.ndarray:
+    return std.fillna(0.0).to_numpy(dtype=float)
+
+
+def draw_config_bars(frame: pd.DataFrame, title: str) -> Figure:
+    """Bandwidth, IOPS, I/O time and runtime per configuration (x: ``1N-4P-1OST`` labels), bars = mean over
+    repetitions, error bars ±1 std; ``frame`` from :func:`analysis.frames.config_bars_frame`."""
+    n = len(frame)
+    fig, axes = _figure(min(30.0, max(7.0, 0.32 * n + 2.5)), 7.5, 2, 2)
+    x = np.arange(n)
+    for ax, metric in zip(axes.flat, F.CONFIG_PANELS, strict=True):
+        ax.bar(x, frame[f"{metric}_mean"].to_numpy(dtype=float), yerr=_yerr(frame[f"{metric}_std"]),
+               capsize=2, color="#4477aa", ecolor="#222222")
+        ax.set_ylabel(F.METRICS[metric][0])
+        ax.set_xticks(x, frame["label"].tolist(), rotation=90, fontsize=7 if n > 20 else 9)
+        ax.set_xlabel("configuration (nodes-ranks-stripe count)")
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(f"{title}: mean of repetitions, error bars ±1 std (n = {int(frame['n'].min())}–"
+                 f"{int(frame['n'].max())})" if n else title)
+    return fig
+
+
+def _stripe_ticks(values: list[int]) -> tuple[dict[int, int], list[str]]:
+    order = sorted(values, key=lambda v: (v > 0, v if v > 0 else -v))  # default, all, then 1, 2, 4 ...
+    return {v: i for i, v in enumerate(order)}, [F.stripe_name(v).replace("OST", "") for v in order]
+
+
+def draw_stripe(frame: pd.DataFrame, metric: str) -> Figure:
+    """``metric`` against stripe count: a line per series (format ...), a panel per access mode (rows) and node
+    count (columns); ``frame`` from :func:`analysis.frames.stripe_frame`."""
+    accesses = sorted(frame["access"].unique())
+    nodes = sorted(frame["nodes"].unique())
+    fig, axes = _figure(max(5.0, 3.6 * len(nodes)), 3.2 * max(1, len(accesses)), max(1, len(accesses)),
+                        max(1, len(nodes)), sharey="row")
+    pos, ticks = _stripe_ticks(sorted(frame["stripe_count"].unique()))
+    for i, access in enumerate(accesses):
+        for j, n in enumerate(nodes):
+            ax = axes[i, j]
+            sel = frame[(frame["access"] == access) & (frame["nodes"] == n)]
+            for series, s in sel.groupby("series", sort=True):
+                ax.errorbar(s["stripe_count"].map(pos), s["mean"], yerr=_yerr(s["std"]), marker="o", capsize=3,
+                            label=series)
+            ax.set_xticks(range(len(ticks)), ticks)
+            ax.set_title(f"{access}, {n} node{'s' if n > 1 else ''}")
+            ax.set_xlabel("stripe count (OSTs)")
+            ax.set_ylabel(F.METRICS[metric][0])
+            ax.grid(alpha=0.3)
+            if len(sel):
+                ax.legend(fontsize=8)
+    fig.suptitle(f"{F.METRICS[metric][0].split(' (')[0]} against stripe count (mean of repetitions, ±1 std)")
+    return fig
+
+
+def draw_scaling(best: pd.DataFrame) -> Figure:
+    """Each of bandwidth, IOPS, I/O time and runtime against node count, a line per format × access, at the best
+    stripe layout of each node count (annotated); ``best`` from :func:`analysis.frames.best_per_scale`."""
+    fig, axes = _figure(11.0, 7.5, 2, 2)
+    for ax, metric in zip(axes.flat, F.CONFIG_PANELS, strict=True):
+        for series, s in best.groupby("series", sort=True):
+            ax.errorbar(s["nodes"], s[f"{metric}_mean"], yerr=_yerr(s[f"{metric}_std"]), marker="o", capsize=3,
+                        label=series)
+            if metric == "bandwidth_mib_s":
+                for x, y, lay in zip(s["nodes"], s[f"{metric}_mean"], s["layout"], strict=True):
+                    ax.annotate(lay, (x, y), textcoords="offset points", xytext=(3, 4), fontsize=7)
+        ax.set_xlabel("nodes")
+        ax.set_xticks(sorted(best["nodes"].unique()))
+        ax.set_ylabel(F.METRICS[metric][0])
+        ax.grid(alpha=0.3)
+    if len(best):
+        axes[0, 0].legend(fontsize=8)
+    fig.suptitle("scaling: each node count at its best stripe layout (by bandwidth; mean of repetitions, ±1 std)")
+    return fig
+
+
+def draw_heatmap(values: pd.DataFrame, layouts: pd.DataFrame) -> Figure:
+    """Best bandwidth (colour, MiB/s) and its stripe layout (text) per format × access (rows) and node count
+    (columns); frames from :func:`analysis.frames.heatmap_frame`. Empty cells were not measured."""
+    fig, axes = _figure(max(5.0, 1.4 * values.shape[1] + 3.5), max(2.5, 0.55 * values.shape[0] + 1.5))
+    ax = axes[0, 0]
+    data = np.ma.masked_invalid(values.to_numpy(dtype=float))
+    im = ax.imshow(data, aspect="auto", cmap="viridis")
+    ax.set_xticks(range(values.shape[1]), [str(c) for c in values.columns])
+    ax.set_yticks(range(values.shape[0]), [str(r) for r in values.index])
+    ax.set_xlabel("nodes")
+    ax.set_ylabel("format/access")
+    vmax = np.nanmax(values.to_numpy(dtype=float)) if values.size and np.isfinite(values.to_numpy(float)).any() else 0
+    for (i, j), lay in np.ndenumerate(layouts.to_numpy(dtype=object)):
+        v = values.iat[i, j]
+        if isinstance(lay, str) and np.isfinite(v):
+            ax.text(j, i, f"{lay}\n{v:.4g}", ha="center", va="center", fontsize=7,
+                    color="black" if v > 0.6 * vmax else "white")
+    fig.colorbar(im, ax=ax, label="best bandwidth (MiB/s)")
+    ax.set_title("best stripe layout per format × access at each scale")
+    return fig
+
+
+def draw_latency(frame: pd.DataFrame) -> Figure:
+    """Cumulative distribution of read latency (x: µs, log scale) per series, from the stored histograms (exact at
+    each bucket's upper edge, 4 buckets per octave); ``frame`` from :func:`analysis.frames.latency_frame`."""
+    fig, axes = _figure(7.0, 4.5)
+    ax = axes[0, 0]
+    for series, s in frame.groupby("series", sort=True):
+        ax.step(s["upper_us"], s["cdf"], where="post", label=f"{series} ({int(s['reads'].sum())} reads)")
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("read latency (µs)")
+    ax.set_ylabel("fraction of reads ≤ latency")
+    ax.grid(alpha=0.3, which="both")
+    if len(frame):
+        ax.legend(fontsize=8)
+    ax.set_title("read-latency distribution (all epochs and repetitions)")
+    return fig
+
+
+def draw_access_pattern(trace: pd.DataFrame, title: str) -> Figure:
+    """The access pattern of one run: file offset (MiB) against time (s), a panel per rank (at most
+    :data:`MAX_TRACE_RANKS`), coloured by request size (KiB, log scale); ``trace`` from
+    :func:`analysis.frames.trace_frame`."""
+    from matplotlib.colors import LogNorm
+
+    ranks = sorted(trace["rank"].unique())[:MAX_TRACE_RANKS]
+    fig, axes = _figure(8.0, 1.6 * max(1, len(ranks)) + 1.2, max(1, len(ranks)), 1, sharex=True)
+    sizes = trace["size"].clip(lower=1) / 1024
+    norm = LogNorm(vmin=float(sizes.min()), vmax=max(float(sizes.max()), float(sizes.min()) * 1.01))
+    sc = None
+    t0 = float(trace["start_s"].min()) if len(trace) else 0.0
+    for ax, rank in zip(axes[:, 0], ranks, strict=False):
+        s = trace[trace["rank"] == rank]
+        sc = ax.scatter(s["start_s"] - t0, s["offset"] / 2**20, c=s["size"].clip(lower=1) / 1024, norm=norm,
+                        s=6, cmap="plasma")
+        ax.set_ylabel(f"rank {rank}\noffset (MiB)")
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("time since first read (s)")
+    if sc is not None:
+        fig.colorbar(sc, ax=axes[:, 0].tolist(), label="request size (KiB)")
+    shown = "" if trace["rank"].nunique() <= MAX_TRACE_RANKS else f" (first {MAX_TRACE_RANKS} ranks)"
+    fig.suptitle(f"access pattern: {title}{shown}")
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------- assembling
+@dataclass
+class Drawn:
+    """One figure (or the reason it was skipped): ``name`` is the file stem, ``caption`` says what it shows."""
+
+    name: str
+    caption: str
+    figure: Figure | None = None
+    skipped: str | None = None
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in text).strip("_")
+
+
+def build_figures(points: pd.DataFrame, keys: pd.Series, hists: np.ndarray,
+                  traces: bool = True) -> Iterator[Drawn]:
+    """Every figure for ``points`` (from :func:`analysis.query.analysis_frame`), one at a time, in report order;
+    latency from ``keys``/``hists`` (:func:`analysis.query.hist_frame`). Figures that cannot be drawn are yielded
+    with ``skipped`` set to the reason."""
+    if points.empty:
+        yield Drawn("all", "all figures", skipped="no completed points (after --where)")
+        return
+    cfg = F.configs(points)
+    for (fmt, access), _ in cfg.groupby(["format", "access"], sort=True):
+        frame = F.config_bars_frame(cfg, fmt, access)
+        yield Drawn(f"config_{_slug(fmt)}_{_slug(access)}",
+                    f"{fmt}, {access}: bandwidth, IOPS, I/O time and runtime per configuration",
+                    draw_config_bars(frame, f"{fmt}, {access}"))
+    for metric in ("bandwidth_mib_s", "iops"):
+        yield Drawn(f"stripe_{metric}", f"{F.METRICS[metric][0]} against stripe count",
+                    draw_stripe(F.stripe_frame(cfg, metric), metric))
+    best = F.best_per_scale(cfg)
+    if best["nodes"].nunique() > 1:
+        yield Drawn("scaling", "scaling with node count, best layout at each scale", draw_scaling(best))
+    else:
+        yield Drawn("scaling", "scaling with node count",
+                    skipped=f"one node count measured ({int(best['nodes'].iloc[0])}): nothing to scale")
+    yield Drawn("best_heatmap", "best stripe layout per format × access and node count",
+                draw_heatmap(*F.heatmap_frame(best)))
+    lat = F.latency_frame(points, keys, hists)
+    if lat.empty:
+        yield Drawn("latency", "read-latency distribution", skipped="no latency histograms stored")
+    else:
+        yield Drawn("latency", "read-latency distribution", draw_latency(lat))
+    if not traces:
+        return
+    found = F.find_traces(points)
+    if found.empty:
+        yield Drawn("access_pattern", "access pattern",
+                    skipped="no access logs (trace*.csv) in the points' run folders: run the sweep with trace=true")
+        return
+    for row in found.head(MAX_TRACES).itertuples(index=False):
+        name = f"access_{row.point_key}_{_slug(Path(row.path).stem)}"
+        try:
+            tr = F.trace_frame(row.path)
+        except (ValueError, OSError, pd.errors.ParserError) as e:
+            yield Drawn(name, f"access pattern of {row.label}", skipped=str(e))
+            continue
+        if tr.empty:
+            yield Drawn(name, f"access pattern of {row.label}", skipped=f"{row.path}: no reads logged")
+            continue
+        yield Drawn(name, f"access pattern of {row.label}", draw_access_pattern(tr, row.label))
+    if len(found) > MAX_TRACES:
+        yield Drawn("access_more", "access pattern",
+                    skipped=f"{len(found) - MAX_TRACES} more access logs not drawn (narrow with --where)")
+
+
+def save(fig: Figure, out: Path, name: str, formats: tuple[str, ...] = ("png", "svg"), dpi: int = 110) -> list[Path]:
+    """Write ``fig`` as ``out/name.<fmt>`` for each format; returns the paths."""
+    paths = []
+    for fmt in formats:
+        p = out / f"{name}.{fmt}"
+        fig.savefig(p, format=fmt, dpi=dpi)
+        paths.append(p)
+    return paths
+
+
+def png_bytes(fig: Figure, dpi: int = 90) -> bytes:
+    """``fig`` as PNG bytes (for embedding in the report)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+# ------------------------------------------------------------------------------------------------- command
+def setup_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", help="SQLite file or SQLAlchemy URL (default: $DDLIO_DB or ./results.db)")
+    parser.add_argument("--out", default="figures", help="directory for the figures (default: ./figures)")
+    parser.add_argument("--where", help="pandas filter over point columns, e.g. \"format == 'hdf5' and nodes >= 2\"")
+    parser.add_argument("--vector", choices=("svg", "pdf"), default="svg", help="vector format besides PNG")
+
+
+def main(args: argparse.Namespace) -> int:
+    from analysis.query import analysis_frame, hist_frame
+    from analysis.store import open_store
+
+    store = open_store(args.db)
+    points = analysis_frame(store, args.where)
+    keys, hists = hist_frame(store, points["point_key"].tolist())
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = skipped = 0
+    for d in build_figures(points, keys, hists):
+        if d.figure is None:
+            print(f"skipped {d.name}: {d.skipped}")
+            skipped += 1
+            continue
+        paths = save(d.figure, out, d.name, ("png", args.vector))
+        print(f"wrote {', '.join(str(p) for p in paths)}  ({d.caption})")
+        written += 1
+    print(f"{written} figures in {out} from {len(points)} completed points; {skipped} skipped")
+    return 0 if written else 1
