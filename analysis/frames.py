@@ -31,6 +31,8 @@ METRICS: dict[str, tuple[str, bool]] = {
 CONFIG_PANELS = ["bandwidth_mib_s", "iops", "io_time_slowest_s", "wall_time_s"]
 #: Dimensions that may tell configurations apart besides format/access/nodes/ranks/stripe count, in label order.
 _EXTRA_DIMS = ["stripe_size", "sample_size", "workload", "ppn"]
+#: The extra dimensions a configuration label shows (ppn is already in ``nodes-ranks``).
+_LABEL_DIMS = ["stripe_size", "sample_size", "workload"]
 
 
 def human_bytes(n: float) -> str:
@@ -70,8 +72,9 @@ def varying(df: pd.DataFrame, dims: list[str]) -> list[str]:
 
 def configs(points: pd.DataFrame, metrics: list[str] | None = None) -> pd.DataFrame:
     """One row per configuration: :data:`CONFIG_COLUMNS`, ``label`` (paper style, plus whatever else varies),
-    ``n`` repetitions, and ``<metric>_mean`` / ``<metric>_std`` for each metric (default: :data:`METRICS`)."""
-    metrics = metrics or list(METRICS)
+    ``n`` repetitions, and ``<metric>_mean`` / ``<metric>_std`` for each metric (default: those of :data:`METRICS`
+    that ``points`` has)."""
+    metrics = metrics or [m for m in METRICS if m in points.columns]
     cols = ["config_id", *CONFIG_COLUMNS, "label", "n"] + [f"{m}_{s}" for m in metrics for s in ("mean", "std")]
     if points.empty:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
@@ -82,7 +85,7 @@ def configs(points: pd.DataFrame, metrics: list[str] | None = None) -> pd.DataFr
     out.insert(len(CONFIG_COLUMNS), "n", g.size().to_numpy())
     out.insert(0, "config_id", np.arange(len(out)))
     label = paper_label(out["nodes"], out["ranks"], out["stripe_count"])
-    for dim in varying(out, _EXTRA_DIMS):
+    for dim in varying(out, _LABEL_DIMS):
         label = label + " " + _dim_text(dim, out[dim])
     out.insert(len(CONFIG_COLUMNS) + 1, "label", label)
     dup = out.duplicated(["format", "access", "label"], keep=False)
