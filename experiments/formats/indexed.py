@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.errors import FormatError
-from experiments.formats.base import Reader, fsync_path, pread_into
+from experiments.formats.base import Reader, fsync_path
 
 
 def index_path(path: str | os.PathLike) -> Path:
@@ -64,6 +64,11 @@ class IndexedReader(Reader):
         self.offsets = read_index(path) if offsets is None else offsets
         self.num_samples = len(self.offsets) - 1
         self._base = base
+        # the per-read path does no numpy scalar conversions and calls the check hook only if a format has one
+        self._starts = (self.offsets + base).tolist()
+        self._check = None if type(self).check is IndexedReader.check else self.check
+        self._out: np.ndarray | None = None
+        self._view = memoryview(b"")
         try:
             self._fd = os.open(self.path, os.O_RDONLY)
         except OSError as e:
@@ -77,11 +82,15 @@ class IndexedReader(Reader):
         return int(self.offsets[i + 1] - self.offsets[i])
 
     def read(self, i: int, out: np.ndarray) -> int:
-        off, span = int(self.offsets[i]), int(self.offsets[i + 1] - self.offsets[i])
-        n = pread_into(self._fd, out, span, self._base + off)
+        off = self._starts[i]
+        span = self._starts[i + 1] - off
+        if out is not self._out:  # the kernel reuses one buffer: take its memoryview once
+            self._out, self._view = out, memoryview(out)
+        n = os.preadv(self._fd, [self._view[:span]], off)
         if n != span:
-            raise FormatError(f"{self.path}: record {i} truncated: read {n} of {span} bytes at {self._base + off}")
-        self.check(i, out[:n])
+            raise FormatError(f"{self.path}: record {i} truncated: read {n} of {span} bytes at {off}")
+        if self._check is not None:
+            self._check(i, out[:n])
         return n
 
     def check(self, i: int, record: np.ndarray) -> None:
