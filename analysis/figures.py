@@ -28,13 +28,19 @@ MAX_TRACE_RANKS = 8
 MAX_TRACES = 12
 
 
-def _figure(width: float, height: float, nrows: int = 1, ncols: int = 1, **kw: Any) -> tuple[Figure, np.ndarray]:
+def _figure(width: float, height: float, nrows: int = 1, ncols: int = 1, *, left: float = 0.9, right: float = 0.3,
+            bottom: float = 0.7, top: float = 0.6, wspace: float = 0.25, hspace: float = 0.3,
+            **kw: Any) -> tuple[Figure, np.ndarray]:
+    """A figure of ``width`` × ``height`` inches with fixed margins in inches (no layout engine: with hundreds of
+    tick labels, constrained layout costs more than drawing)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width, height), layout="constrained")
+    fig = Figure(figsize=(width, height))
     FigureCanvasAgg(fig)
     axes = fig.subplots(nrows, ncols, squeeze=False, **kw)
+    fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height, top=1 - top / height,
+                        wspace=wspace, hspace=hspace)
     return fig, axes
 
 
@@ -43,18 +49,23 @@ def _yerr(std: pd.Series) -> np.ndarray:
 
 
 def draw_config_bars(frame: pd.DataFrame, title: str) -> Figure:
-    """Bandwidth, IOPS, I/O time and runtime per configuration (x: ``1N-4P-1OST`` labels), bars = mean over
-    repetitions, error bars ±1 std; ``frame`` from :func:`analysis.frames.config_bars_frame`."""
+    """Bandwidth, IOPS, I/O time and runtime per configuration (x: ``1N-4P-1OST`` labels, shared by the four
+    stacked panels), bars = mean over repetitions, error bars ±1 std; ``frame`` from
+    :func:`analysis.frames.config_bars_frame`."""
     n = len(frame)
-    fig, axes = _figure(min(30.0, max(7.0, 0.32 * n + 2.5)), 7.5, 2, 2)
+    longest = int(frame["label"].str.len().max()) if n else 10
+    fontsize = 6 if n > 30 else 8
+    bottom = 0.6 + longest * fontsize * 0.62 / 72  # rotated labels: characters × font size (points) in inches
+    fig, axes = _figure(min(30.0, max(7.0, 0.16 * n + 2.5)), 8.0 + bottom, 4, 1, sharex=True, bottom=bottom,
+                        hspace=0.12)
     x = np.arange(n)
-    for ax, metric in zip(axes.flat, F.CONFIG_PANELS, strict=True):
+    for ax, metric in zip(axes[:, 0], F.CONFIG_PANELS, strict=True):
         ax.bar(x, frame[f"{metric}_mean"].to_numpy(dtype=float), yerr=_yerr(frame[f"{metric}_std"]),
-               capsize=2, color="#4477aa", ecolor="#222222")
-        ax.set_ylabel(F.METRICS[metric][0])
-        ax.set_xticks(x, frame["label"].tolist(), rotation=90, fontsize=7 if n > 20 else 9)
-        ax.set_xlabel("configuration (nodes-ranks-stripe count)")
+               capsize=2 if n <= 40 else 0, color="#4477aa", ecolor="#222222")
+        ax.set_ylabel(F.METRICS[metric][0], fontsize=8)
         ax.grid(axis="y", alpha=0.3)
+    axes[-1, 0].set_xticks(x, frame["label"].tolist(), rotation=90, fontsize=fontsize)
+    axes[-1, 0].set_xlabel("configuration (nodes-ranks-stripe count)")
     fig.suptitle(f"{title}: mean of repetitions, error bars ±1 std (n = {int(frame['n'].min())}–"
                  f"{int(frame['n'].max())})" if n else title)
     return fig
@@ -70,8 +81,8 @@ def draw_stripe(frame: pd.DataFrame, metric: str) -> Figure:
     count (columns); ``frame`` from :func:`analysis.frames.stripe_frame`."""
     accesses = sorted(frame["access"].unique())
     nodes = sorted(frame["nodes"].unique())
-    fig, axes = _figure(max(5.0, 3.6 * len(nodes)), 3.2 * max(1, len(accesses)), max(1, len(accesses)),
-                        max(1, len(nodes)), sharey="row")
+    fig, axes = _figure(max(5.0, 3.6 * len(nodes)), 3.2 * max(1, len(accesses)) + 0.4, max(1, len(accesses)),
+                        max(1, len(nodes)), sharey="row", hspace=0.45)
     pos, ticks = _stripe_ticks(sorted(frame["stripe_count"].unique()))
     for i, access in enumerate(accesses):
         for j, n in enumerate(nodes):
@@ -85,8 +96,8 @@ def draw_stripe(frame: pd.DataFrame, metric: str) -> Figure:
             ax.set_xlabel("stripe count (OSTs)")
             ax.set_ylabel(F.METRICS[metric][0])
             ax.grid(alpha=0.3)
-            if len(sel):
-                ax.legend(fontsize=8)
+    if len(frame):  # one legend: every panel draws the same series in the same colours
+        axes[0, 0].legend(fontsize=7)
     fig.suptitle(f"{F.METRICS[metric][0].split(' (')[0]} against stripe count (mean of repetitions, ±1 std)")
     return fig
 
@@ -94,7 +105,7 @@ def draw_stripe(frame: pd.DataFrame, metric: str) -> Figure:
 def draw_scaling(best: pd.DataFrame) -> Figure:
     """Each of bandwidth, IOPS, I/O time and runtime against node count, a line per format × access, at the best
     stripe layout of each node count (annotated); ``best`` from :func:`analysis.frames.best_per_scale`."""
-    fig, axes = _figure(11.0, 7.5, 2, 2)
+    fig, axes = _figure(11.0, 7.5, 2, 2, hspace=0.3)
     for ax, metric in zip(axes.flat, F.CONFIG_PANELS, strict=True):
         for series, s in best.groupby("series", sort=True):
             ax.errorbar(s["nodes"], s[f"{metric}_mean"], yerr=_yerr(s[f"{metric}_std"]), marker="o", capsize=3,
@@ -115,7 +126,9 @@ def draw_scaling(best: pd.DataFrame) -> Figure:
 def draw_heatmap(values: pd.DataFrame, layouts: pd.DataFrame) -> Figure:
     """Best bandwidth (colour, MiB/s) and its stripe layout (text) per format × access (rows) and node count
     (columns); frames from :func:`analysis.frames.heatmap_frame`. Empty cells were not measured."""
-    fig, axes = _figure(max(5.0, 1.4 * values.shape[1] + 3.5), max(2.5, 0.55 * values.shape[0] + 1.5))
+    longest = max((len(str(r)) for r in values.index), default=8)
+    fig, axes = _figure(max(5.0, 1.4 * values.shape[1] + 3.5), max(2.5, 0.55 * values.shape[0] + 1.5),
+                        left=0.5 + longest * 0.075, right=1.2)
     ax = axes[0, 0]
     data = np.ma.masked_invalid(values.to_numpy(dtype=float))
     im = ax.imshow(data, aspect="auto", cmap="viridis")
@@ -129,7 +142,7 @@ def draw_heatmap(values: pd.DataFrame, layouts: pd.DataFrame) -> Figure:
         if isinstance(lay, str) and np.isfinite(v):
             ax.text(j, i, f"{lay}\n{v:.4g}", ha="center", va="center", fontsize=7,
                     color="black" if v > 0.6 * vmax else "white")
-    fig.colorbar(im, ax=ax, label="best bandwidth (MiB/s)")
+    fig.colorbar(im, ax=ax, label="best bandwidth (MiB/s)", fraction=0.08, pad=0.03)
     ax.set_title("best stripe layout per format × access at each scale")
     return fig
 
@@ -159,7 +172,7 @@ def draw_access_pattern(trace: pd.DataFrame, title: str) -> Figure:
     from matplotlib.colors import LogNorm
 
     ranks = sorted(trace["rank"].unique())[:MAX_TRACE_RANKS]
-    fig, axes = _figure(8.0, 1.6 * max(1, len(ranks)) + 1.2, max(1, len(ranks)), 1, sharex=True)
+    fig, axes = _figure(8.0, 1.6 * max(1, len(ranks)) + 1.2, max(1, len(ranks)), 1, sharex=True, right=1.3)
     sizes = trace["size"].clip(lower=1) / 1024
     norm = LogNorm(vmin=float(sizes.min()), vmax=max(float(sizes.max()), float(sizes.min()) * 1.01))
     sc = None
@@ -246,13 +259,16 @@ def build_figures(points: pd.DataFrame, keys: pd.Series, hists: np.ndarray,
                     skipped=f"{len(found) - MAX_TRACES} more access logs not drawn (narrow with --where)")
 
 
-def save(fig: Figure, out: Path, name: str, formats: tuple[str, ...] = ("png", "svg"), dpi: int = 110) -> list[Path]:
+def save(fig: Figure, out: Path, name: str, formats: tuple[str, ...] = ("png", "svg"), dpi: int = 100) -> list[Path]:
     """Write ``fig`` as ``out/name.<fmt>`` for each format; returns the paths."""
+    import matplotlib
+
     paths = []
-    for fmt in formats:
-        p = out / f"{name}.{fmt}"
-        fig.savefig(p, format=fmt, dpi=dpi)
-        paths.append(p)
+    with matplotlib.rc_context({"svg.fonttype": "none", "pdf.fonttype": 42}):  # text stays text: small, fast
+        for fmt in formats:
+            p = out / f"{name}.{fmt}"
+            fig.savefig(p, format=fmt, dpi=dpi)
+            paths.append(p)
     return paths
 
 

@@ -285,7 +285,8 @@ def test_config_bars_axes_labels_and_limits():
     assert len(axes) == 4
     assert [a.get_ylabel() for a in axes] == ["bandwidth (MiB/s)", "IOPS (reads/s)", "I/O time, slowest rank (s)",
                                               "runtime (s)"]
-    assert [t.get_text() for t in axes[0].get_xticklabels()] == ["1N-1P-1OST", "1N-1P-8OST"]
+    assert [t.get_text() for t in axes[3].get_xticklabels()] == ["1N-1P-1OST", "1N-1P-8OST"]
+    assert axes[3].get_xlabel() == "configuration (nodes-ranks-stripe count)"
     heights = [p.get_height() for p in axes[0].patches]
     assert heights == pytest.approx([110.0, 400.0])
     assert axes[0].get_ylim()[1] >= 400.0 and axes[0].get_ylim()[0] == 0
