@@ -11,7 +11,7 @@ COMMANDS = {
     "summary": ("analysis.summary", "one row per point: config, status, bandwidth, IOPS ..."),
     "ingest": ("analysis.ingest", "store result files found below a directory (jobs whose driver was gone)"),
     "figures": ("analysis.figures", "the paper's figures from the store, PNG plus SVG/PDF"),
-    "guidelines": ("analysis.guidelines", "best stripe layout and format per scenario, with 95% CIs"),
+    "guidelines": ("analysis.guidelines", "best stripe layout and format per scenario, with 95 percent CIs"),
     "report": ("analysis.report", "one self-contained HTML report: sweeps, figures, guidelines, provenance"),
     "query": ("analysis.sql", "read-only SQL over the store (writes are refused)"),
     "export": ("analysis.export", "the points (or epochs) as CSV or Parquet"),

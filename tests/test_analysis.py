@@ -351,6 +351,22 @@ def test_figures_command_writes_png_and_svg_and_says_what_it_skipped(tmp_path, c
 # ---------------------------------------------------------------------------------------------- CLI: the rest
 
 
+def test_help_of_every_command_without_importing_matplotlib():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom analysis.__main__ import build_parser\nprint(build_parser().format_help())\n"
+            "print('matplotlib' in sys.modules)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert all(c in p.stdout for c in ("figures", "guidelines", "report", "query", "export"))
+    assert p.stdout.strip().endswith("False")
+    for command in ("figures", "guidelines", "report", "query", "export"):
+        p = subprocess.run([sys.executable, "-m", "analysis", command, "--help"], capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 0 and "--db" in p.stdout, (command, p.stderr)
+
+
 def test_guidelines_command_md_and_json(tmp_path, capsys):
     from analysis.__main__ import main
 
