@@ -4,8 +4,11 @@ real subprocesses of ``sweep.py``; everything they write stays under ``tmp_path`
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,3 +61,50 @@ def analysis(tmp_path: Path) -> Any:
         return run_cli(["-m", "analysis", *args], tmp_path, tmp_path, timeout=timeout)
 
     return _run
+
+
+# --- Slurm test cluster (tests/cluster/slurm.sh) -------------------------------------------------------------------
+
+SLURM_UP_STATES = ("idle", "mixed", "allocated")
+
+
+@dataclass(frozen=True)
+class SlurmCluster:
+    """A running Slurm cluster as ``sinfo`` reports it: its default partition and its usable nodes."""
+
+    partition: str
+    nodes: tuple[str, ...]
+    cpus_per_node: int
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[SlurmCluster]:
+    """The Slurm cluster ``sinfo`` answers for (``tests/cluster/slurm.sh start`` brings one up: nodes n1, n2).
+
+    Skips when there is no ``sinfo`` or it does not answer within a few seconds; fails when it answers but no node
+    of the default partition is idle, mixed or allocated (a broken cluster must not pass as an absent one)."""
+    reason = "no Slurm cluster: run tests/cluster/slurm.sh start"
+    if shutil.which("sinfo") is None:
+        pytest.skip(f"{reason} (no sinfo on PATH)")
+    try:
+        out = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%N|%P|%T|%c"], capture_output=True, text=True, timeout=5
+        )
+    except subprocess.TimeoutExpired:
+        pytest.skip(f"{reason} (sinfo did not answer within 5 s)")
+    if out.returncode != 0:
+        pytest.skip(f"{reason} (sinfo: {out.stderr.strip() or f'exit {out.returncode}'})")
+    rows = [line.split("|") for line in out.stdout.splitlines() if line.count("|") == 3]
+    default = [r for r in rows if r[1].endswith("*")] or rows
+    if not default:
+        pytest.fail(f"sinfo lists no node; check tests/cluster/slurm.sh status\n{out.stdout}")
+    partition = default[0][1].rstrip("*")
+    up = [r for r in default if r[1].rstrip("*") == partition and r[2] in SLURM_UP_STATES]
+    if not up:
+        pytest.fail(f"no node of partition {partition} is {'/'.join(SLURM_UP_STATES)}; "
+                    f"check tests/cluster/slurm.sh status\n{out.stdout}")
+    yield SlurmCluster(
+        partition=partition,
+        nodes=tuple(sorted({r[0] for r in up})),
+        cpus_per_node=min(int(r[3]) for r in up),
+    )
