@@ -113,22 +113,37 @@ def main() -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     _warn_striping(specs)
+    driver = _COMPOSED[0][0]
+    if driver.get("dry_run"):
+        from experiments.launch import dry_run
+
+        dry_run(specs, print)
+        return 0
 
     from analysis.store import Store
     from experiments.launch import launch, new_sweep_id
 
+    if any(s.cluster["executor"] == "slurm" for s in specs):
+        from experiments.slurm import check_available
+
+        try:
+            check_available()
+        except DdlioError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     store = Store(specs[0].db)
     force = any(s.force for s in specs)
     done = set() if force else {s.point_key for s in specs if store.is_done(s.point_key)}
     store.begin_sweep(new_sweep_id(), sys.argv, [s.to_dict() for s in specs], done)
     print(f"ddlio: {len(specs)} point{'s' if len(specs) != 1 else ''} -> {store.url.render_as_string()}")
     try:
-        report = launch(specs, store, force=force)
+        report = launch(specs, store, force=force, wait=bool(driver.get("wait", True)),
+                        retry_failed=bool(driver.get("retry_failed", True)))
     except DdlioError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    finally:
-        pass
+    except KeyboardInterrupt:
+        return 130
     store.end_sweep(report.completed, report.failed)
     if report.failed:
         print(f"{report.failed} point(s) failed; their errors are in the store (python -m analysis summary). "

@@ -10,6 +10,7 @@ import sys
 COMMANDS = {
     "summary": ("analysis.summary", "one row per point: config, status, bandwidth, IOPS ..."),
     "ingest": ("analysis.ingest", "store result files found below a directory (jobs whose driver was gone)"),
+    "status": ("analysis.status", "sweeps and their points by state: queued/running, done, failed"),
     "figures": ("analysis.figures", "the paper's figures from the store, PNG plus SVG/PDF"),
     "guidelines": ("analysis.guidelines", "best stripe layout and format per scenario, with 95 percent CIs"),
     "report": ("analysis.report", "one self-contained HTML report: sweeps, figures, guidelines, provenance"),

@@ -251,6 +251,14 @@ class Store:
                 sw.finished_utc, sw.n_completed, sw.n_failed = _now(), completed, failed
 
     # ------------------------------------------------------------------------------------------ tracker
+    def lookup(self, point_key: str) -> dict[str, Any] | None:
+        """``{"status", "job_id", "run_dir"}`` of a stored point, or None."""
+        with Session(self.engine) as s:
+            row = s.execute(
+                select(Point.status, Point.job_id, Point.run_dir).where(Point.point_key == point_key)
+            ).first()
+        return None if row is None else {"status": row.status, "job_id": row.job_id, "run_dir": row.run_dir}
+
     def is_done(self, point_key: str) -> bool:
         with Session(self.engine) as s:
             return s.scalar(select(Point.status).where(Point.point_key == point_key)) == "completed"

@@ -124,8 +124,21 @@ class ClusterConf:
     launch: str = "mpiexec -n {ranks}"
     # wall-clock limit per point, minutes (the job and its MPI steps are killed after it)
     timeout_min: float = 30.0
-    # extra environment variables for the MPI ranks
+    # extra environment variables for the MPI ranks (e.g. MPI4PY_LIBMPI to pick the site's MPI library)
     env: dict[str, str] = field(default_factory=dict)
+    # seconds a rank may wait at a barrier for the others before the kernel aborts the step (a hung rank)
+    hang_timeout_s: float = 600.0
+    # Slurm: partition, account, qos and node constraint ("" = the site's default)
+    partition: str = ""
+    account: str = ""
+    qos: str = ""
+    constraint: str = ""
+    # Slurm: extra sbatch options, e.g. {exclusive: true, mem: 0} -> --exclusive --mem=0
+    sbatch: dict[str, Any] = field(default_factory=dict)
+    # shell lines run in the job before the driver starts (module loads, venv activation)
+    setup: list[str] = field(default_factory=list)
+    # Slurm: at most this many points of one job array run at the same time
+    array_parallelism: int = 4
 
 
 @dataclass
@@ -152,6 +165,12 @@ class DdlioConf:
     db: str = "results.db"
     # re-measure points that are already in the store
     force: bool = False
+    # wait for the jobs and store each result as it lands (false: submit and return; rerun to harvest)
+    wait: bool = True
+    # print what would be submitted (points, resources, sbatch lines) and submit nothing
+    dry_run: bool = False
+    # rerun points stored as failed
+    retry_failed: bool = True
 
 
 def register_configs() -> None:
@@ -401,6 +420,12 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
             f"nodes={nodes} needs a cluster: the local executor runs on this one host; use cluster=slurm, "
             f"or nodes=1 ppn={nodes * max(ppn, 1)} to run as many ranks here"
         )
+    if not cfg.get("wait", True) and cl["executor"] == "local":
+        problems.append("wait=false needs cluster=slurm: local points run one at a time in the foreground")
+    if cl["hang_timeout_s"] <= 0:
+        problems.append(f"cluster.hang_timeout_s={cl['hang_timeout_s']} must be > 0 seconds")
+    if cl["array_parallelism"] < 1:
+        problems.append(f"cluster.array_parallelism={cl['array_parallelism']} must be >= 1")
     if cl["timeout_min"] <= 0:
         problems.append(f"cluster.timeout_min={cl['timeout_min']} must be > 0 minutes")
     launch = str(cl["launch"])

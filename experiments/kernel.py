@@ -88,6 +88,32 @@ def _cache_state(policy: str, reports: list[dict[str, Any]]) -> tuple[str, float
     return "unknown", before, after, note
 
 
+def guarded_barrier(comm: Any, timeout_s: float, what: str) -> None:
+    """A barrier that gives up after ``timeout_s`` seconds: a hung or dead rank must not hang the sweep.
+    On time-out the step is aborted (MPI_Abort), naming where it stuck."""
+    req = comm.Ibarrier()
+    deadline = time.monotonic() + timeout_s
+    while not req.Test():
+        if time.monotonic() > deadline:
+            print(f"ddlio kernel: rank {comm.rank} waited {timeout_s:.0f} s for the other ranks at {what}: "
+                  "a rank hung or died; aborting the step", file=sys.stderr, flush=True)
+            comm.Abort(4)
+        time.sleep(0.001)
+
+
+def _fault(point: dict[str, Any], rank: int) -> str | None:
+    """Fault injection for testing failure handling: ``DDLIO_FAULT=crash@RANK[:FORMAT]`` or
+    ``hang@RANK[:FORMAT]`` makes that rank crash (exit 9) or hang in its first epoch."""
+    spec = os.environ.get("DDLIO_FAULT", "")
+    if not spec:
+        return None
+    kind, _, where = spec.partition("@")
+    r, _, fmt = where.partition(":")
+    if int(r or -1) == rank and (not fmt or fmt == point["format"]):
+        return kind
+    return None
+
+
 def run(spec: dict[str, Any]) -> dict[str, Any] | None:
     """Run the kernel on this rank; rank 0 returns the result record, the others None."""
     from mpi4py import MPI
@@ -111,6 +137,9 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
     local_of = ids - starts[file_of]
     buf = np.empty(int(record[ids].max()) if len(ids) else 1, dtype=np.uint8)
     batch, compute_s, policy = point["batch_size"], point["compute_time"], point["cache"]
+    guard_s = float(point["cluster"].get("hang_timeout_s", 600))
+    fault = _fault(point, rank)
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
     epochs: list[list[RankEpoch]] = []
     cache_rows: list[dict[str, Any]] = []
@@ -119,7 +148,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
         reports = [r for r in comm.allgather(report) if r is not None]
         state, before, after, note = _cache_state(policy, reports)
         cache_rows.append({"cache": state, "residency_before": before, "residency_after": after, "cache_note": note})
-        comm.Barrier()
+        guarded_barrier(comm, guard_s, f"the start of epoch {epoch}")
 
         m = RankEpoch(rank, node, epoch)
         lat = np.empty(len(ids), dtype=np.int64)
@@ -141,6 +170,12 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
                 t = perf()
                 nbytes += r.read(lo[k], buf)
                 lat[k] = perf() - t
+            if fault and epoch == 0:
+                if fault == "crash":
+                    print(f"ddlio kernel: rank {rank} crashing on purpose (DDLIO_FAULT)", file=sys.stderr, flush=True)
+                    os._exit(9)
+                while fault == "hang":
+                    time.sleep(1)
             if compute_s > 0:
                 t = perf()
                 time.sleep(compute_s)
@@ -158,6 +193,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
         m.read_time_s = float(lat.sum()) / 1e9
         m.meta_time_s = meta_ns / 1e9
         m.hist = histogram(lat).tolist()
+        guarded_barrier(comm, guard_s, f"the end of epoch {epoch}")
         gathered = comm.gather(m, root=0)
         if rank == 0:
             epochs.append(gathered)
@@ -207,13 +243,18 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
         "mpi_vendor": "{} {}".format(_MPI.get_vendor()[0], ".".join(map(str, _MPI.get_vendor()[1]))),
         "totals": total,
         "epochs": epoch_rows,
+        "started_utc": started,
         "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
 
 def main(argv: list[str]) -> int:
+    """``python -m experiments.kernel SPEC.json [--result PATH]`` (``--result`` overrides the spec's result
+    path: the reproducer writes beside the original result instead of over it)."""
     spec_path = argv[0]
     spec = json.loads(Path(spec_path).read_text())
+    if len(argv) == 3 and argv[1] == "--result":
+        spec["result_path"] = argv[2]
     from mpi4py import MPI
 
     rank = MPI.COMM_WORLD.rank

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 import traceback
 import uuid
@@ -23,6 +24,7 @@ from typing import Any, Protocol
 
 from experiments.config import PointSpec
 from experiments.dataset import DatasetPlan, ensure_dataset, write_json_atomic
+from experiments.env import PROJECT_DIR
 from experiments.errors import DdlioError, LaunchError
 
 RESULT = "result.json"
@@ -32,13 +34,13 @@ FAILURE = "failure.json"
 class Tracker(Protocol):
     """What :func:`launch` needs from the results store."""
 
-    def is_done(self, point_key: str) -> bool:
-        """True when the point has a stored, completed measurement."""
+    def lookup(self, point_key: str) -> dict[str, Any] | None:
+        """``{"status", "job_id", "run_dir"}`` of a stored point (status: submitted, completed, failed), or None."""
 
     def record_submitted(self, point: dict[str, Any], job_id: str, run_dir: str) -> None:
         """A point has been handed to the scheduler."""
 
-    def record(self, record: dict[str, Any]) -> None:
+    def record(self, record: dict[str, Any]) -> bool:
         """Store a finished point's record (``kind`` is ``ddlio.result`` or ``ddlio.failure``)."""
 
 
@@ -51,7 +53,7 @@ def _step_runner(spec: PointSpec, run_dir: Path) -> Callable[[str, list[str], in
 
     def step(module: str, args: list[str], ranks: int, name: str) -> None:
         nodes = min(spec.nodes, ranks)
-        argv = launch_argv(spec.cluster["launch"], ranks, nodes, max(1, ranks // nodes), module, args)
+        argv = launch_argv(spec.cluster["launch"], ranks, nodes, -(-ranks // nodes), module, args)
         res = run_step(argv, timeout_s, env=env, log_prefix=str(run_dir / name))
         if res.returncode != 0:
             raise LaunchError(
@@ -132,71 +134,371 @@ def run_point(point: dict[str, Any], run_dir: str) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------------------- the driver
+JOB = "job.json"
+LOCAL_POLL_S = 0.05
+FILE_POLL_S = 0.5
+STATE_POLL_S = 2.0
+#: after Slurm says a job ended, how long to wait for its result file to appear (shared file-system lag)
+RESULT_GRACE_S = 10.0
+
+
 @dataclass
 class SweepReport:
     """What one call of :func:`launch` did."""
 
     total: int
     skipped: int = 0
+    not_retried: int = 0
+    submitted: int = 0
+    reattached: int = 0
     completed: int = 0
     failed: int = 0
+    still_running: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class Pending:
+    """A point whose job is queued or running."""
+
+    spec: PointSpec
+    job_id: str
+    run_dir: Path
+    ended_at: float | None = None  # when Slurm first reported a terminal state without a result file
+    state: str = "PENDING"
 
 
 def run_dir_for(spec: PointSpec) -> Path:
     return Path(spec.data_root) / "runs" / spec.point_key
 
 
+def read_record(run_dir: Path) -> dict[str, Any] | None:
+    """The result or failure record a job left in its run folder, if any."""
+    for name in (RESULT, FAILURE):
+        p = run_dir / name
+        if p.is_file():
+            try:
+                return json.loads(p.read_text())
+            except ValueError:
+                return None  # being written: atomic rename makes this transient
+    return None
+
+
+def _tail_file(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _lost_job_error(spec: PointSpec, job_id: str, state: str, run_dir: Path) -> str:
+    """Why a job left no result: its scheduler state and the tails of whatever it wrote."""
+    parts = [f"job {job_id} ended {state} without a result"]
+    info = _job_info(run_dir)
+    folder = Path(info.get("folder", run_dir / "job"))
+    for log in sorted(folder.glob(f"{job_id}_*_log.err")) + sorted(folder.glob(f"{job_id}_*_log.out")):
+        tail = _tail_file(log)
+        if tail:
+            parts.append(f"--- {log.name}\n{tail}")
+    for name in ("kernel.err", "generate.err"):
+        tail = _tail_file(run_dir / name)
+        if tail:
+            parts.append(f"--- {name}\n{tail}")
+    return "\n".join(parts)
+
+
+def _job_info(run_dir: Path) -> dict[str, Any]:
+    try:
+        return json.loads((run_dir / JOB).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _prepare_run_dir(spec: PointSpec) -> Path:
+    """Empty the point's previous outcome (so any result file found later is this submission's) and write the
+    standalone reproducer."""
+    from experiments.slurm import render_sbatch
+
+    rd = run_dir_for(spec)
+    rd.mkdir(parents=True, exist_ok=True)
+    for stale in (RESULT, FAILURE):
+        (rd / stale).unlink(missing_ok=True)
+    c = spec.cluster
+    (rd / "repro.sbatch").write_text(render_sbatch(
+        label=spec.label, run_dir=str(rd), nodes=spec.nodes, ppn=spec.ppn,
+        time_min=max(1, int(-(-float(c["timeout_min"]) // 1))), launch=c["launch"], python=sys.executable,
+        project_dir=str(PROJECT_DIR), kernel_spec=str(rd / "kernel.json"), partition=c.get("partition", ""),
+        account=c.get("account", ""), qos=c.get("qos", ""), constraint=c.get("constraint", ""),
+        sbatch=c.get("sbatch") or {}, setup=list(c.get("setup") or []),
+        env={str(k): str(v) for k, v in (c.get("env") or {}).items()},
+    ))
+    return rd
+
+
+def _note_submitted(tracker: Tracker, spec: PointSpec, job_id: str, rd: Path, folder: Path, executor: str) -> None:
+    write_json_atomic(rd / JOB, {"job_id": job_id, "folder": str(folder), "executor": executor,
+                                 "submitted_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    tracker.record_submitted(spec.to_dict(), job_id, str(rd))
+
+
+class _Driver:
+    """Bookkeeping shared by the local and Slurm paths: report, echo, and storing each outcome once."""
+
+    def __init__(self, tracker: Tracker, report: SweepReport, echo: Callable[[str], None]) -> None:
+        self.tracker, self.report, self.echo = tracker, report, echo
+        self.t0 = time.perf_counter()
+        self.done = 0
+
+    def finish(self, spec: PointSpec, record: dict[str, Any], seconds: float | None = None) -> None:
+        self.tracker.record(record)
+        self.done += 1
+        took = f"  ({seconds:.1f} s)" if seconds is not None else ""
+        expected = self.report.total - self.report.skipped - self.report.not_retried
+        prefix = f"[{self.done}/{max(expected, self.done)}] {spec.label}"
+        if record["kind"] == "ddlio.result":
+            self.report.completed += 1
+            t = record["totals"]
+            self.echo(f"{prefix}: {t['bandwidth_mib_s']:.1f} MiB/s, {t['iops']:.0f} IOPS, cache {t['cache']}{took}")
+        else:
+            self.report.failed += 1
+            lines = record["error"].strip().splitlines()
+            first = lines[0] if lines else "unknown error"
+            self.report.failures.append((spec.point_key, first))
+            self.echo(f"{prefix}: FAILED: {first}{took}")
+
+
+def _plan(points: Sequence[PointSpec], tracker: Tracker, force: bool, retry_failed: bool,
+          report: SweepReport, driver: _Driver) -> tuple[list[PointSpec], list[Pending]]:
+    """Sort the points: skip the measured, harvest what finished while no driver watched, re-attach running
+    jobs, and return (to submit, to wait for)."""
+    submit: list[PointSpec] = []
+    attach: list[Pending] = []
+    slurm_ids: dict[str, tuple[PointSpec, str, Path]] = {}
+    for spec in points:
+        row = tracker.lookup(spec.point_key)
+        status = row["status"] if row else None
+        if force or spec.force or row is None:
+            submit.append(spec)
+        elif status == "completed":
+            report.skipped += 1
+        elif status == "failed":
+            if retry_failed:
+                submit.append(spec)
+            else:
+                report.not_retried += 1
+        else:  # submitted: harvest, re-attach, or (a job that died unseen) record and retry
+            rd = Path(row.get("run_dir") or run_dir_for(spec))
+            record = read_record(rd)
+            info = _job_info(rd)
+            if record is not None:
+                driver.finish(spec, record)
+                if record["kind"] == "ddlio.failure" and retry_failed:
+                    submit.append(spec)
+            elif info.get("executor") == "slurm":
+                slurm_ids[spec.point_key] = (spec, str(row.get("job_id")), rd)
+            elif info.get("executor") == "local" and _pid_alive(row.get("job_id")):
+                attach.append(Pending(spec, str(row.get("job_id")), rd, state="RUNNING"))
+            else:
+                submit.append(spec)  # a local job that died with its driver: nothing was measured
+    if slurm_ids:
+        from experiments.slurm import TERMINAL, job_states
+
+        states = job_states(jid for _, jid, _ in slurm_ids.values())
+        for spec, jid, rd in slurm_ids.values():
+            state = states.get(jid, "UNKNOWN")
+            if state in TERMINAL:
+                record = read_record(rd) or failure_record(spec.to_dict(), _lost_job_error(spec, jid, state, rd),
+                                                           job_state=state, run_dir=str(rd))
+                driver.finish(spec, record)
+                if record["kind"] == "ddlio.failure" and retry_failed:
+                    submit.append(spec)
+            else:
+                attach.append(Pending(spec, jid, rd, state=state))
+    return submit, attach
+
+
+def _pid_alive(job_id: Any) -> bool:
+    try:
+        pid = int(job_id)
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (TypeError, ValueError, OSError):
+        return False
+    return "\nState:\tZ" not in status
+
+
+def _run_local(specs: list[PointSpec], attach: list[Pending], driver: _Driver) -> None:
+    """Locally, one point at a time: submit, wait, store; then the next."""
+    import submitit
+
+    for p in attach:  # a local job of an earlier driver still running: wait for its files
+        while _pid_alive(p.job_id) and read_record(p.run_dir) is None:
+            time.sleep(FILE_POLL_S)
+        record = read_record(p.run_dir) or failure_record(
+            p.spec.to_dict(), _lost_job_error(p.spec, p.job_id, "EXITED", p.run_dir), run_dir=str(p.run_dir))
+        driver.finish(p.spec, record)
+    for spec in specs:
+        rd = _prepare_run_dir(spec)
+        folder = rd / "job"
+        executor = submitit.LocalExecutor(folder=folder)
+        executor.update_parameters(timeout_min=float(spec.cluster["timeout_min"]))
+        t0 = time.perf_counter()
+        job = executor.submit(run_point, spec.to_dict(), str(rd))
+        _note_submitted(driver.tracker, spec, str(job.job_id), rd, folder, "local")
+        driver.report.submitted += 1
+        try:
+            while not job.done():  # submitit's own wait polls once a second; a local job is cheap to poll
+                time.sleep(LOCAL_POLL_S)
+            record = job.result()
+        except Exception as e:  # the job itself died (killed, timed out): still record the point
+            state = str(getattr(job, "state", "FAILED"))
+            error = f"job {job.job_id} ended {state}: {e}\n" + _lost_job_error(spec, str(job.job_id), state, rd)
+            record = failure_record(spec.to_dict(), error, job_state=state, run_dir=str(rd))
+        driver.finish(spec, record, time.perf_counter() - t0)
+
+
+def _submit_slurm(specs: list[PointSpec], driver: _Driver) -> list[Pending]:
+    """Submit every point with its own resources; points with equal resources go out as one job array."""
+    from experiments.slurm import check_available, make_executor, resources
+
+    check_available()
+    groups: dict[tuple, list[PointSpec]] = {}
+    for spec in specs:
+        groups.setdefault(resources(spec), []).append(spec)
+    pending = []
+    for group in groups.values():
+        folder = Path(group[0].data_root) / "runs" / "_slurm"
+        executor = make_executor(group, folder)
+        dirs = [_prepare_run_dir(s) for s in group]
+        try:
+            with executor.batch():
+                jobs = [executor.submit(run_point, s.to_dict(), str(rd)) for s, rd in zip(group, dirs, strict=True)]
+        except Exception as e:  # sbatch refused: say what Slurm said
+            raise LaunchError(f"sbatch refused the job{'s' if len(group) > 1 else ''}: {e}") from e
+        for spec, rd, job in zip(group, dirs, jobs, strict=True):
+            _note_submitted(driver.tracker, spec, str(job.job_id), rd, folder, "slurm")
+            pending.append(Pending(spec, str(job.job_id), rd))
+        driver.report.submitted += len(group)
+        ids = sorted({str(j.job_id).split("_")[0] for j in jobs})
+        driver.echo(f"submitted {len(group)} point(s) as Slurm job {', '.join(ids)} "
+                    f"({group[0].nodes} node(s) x {group[0].ppn} rank(s))")
+    return pending
+
+
+def _wait_slurm(pending: list[Pending], driver: _Driver) -> None:
+    """Store each point as its job finishes; show progress; a job that ends without a result is a failure."""
+    from experiments.slurm import TERMINAL, WAITING, job_states
+
+    live = {p.spec.point_key: p for p in pending}
+    last_states = 0.0
+    last_line = ""
+    while live:
+        now = time.perf_counter()
+        for key, p in list(live.items()):
+            record = read_record(p.run_dir)
+            if record is not None:
+                driver.finish(p.spec, record)
+                del live[key]
+        if live and now - last_states >= STATE_POLL_S:
+            last_states = now
+            states = job_states(p.job_id for p in live.values())
+            for key, p in list(live.items()):
+                p.state = states.get(p.job_id, p.state)
+                if p.state in TERMINAL:
+                    p.ended_at = p.ended_at or now
+                    if now - p.ended_at >= (RESULT_GRACE_S if p.state == "COMPLETED" else 1.0):
+                        record = read_record(p.run_dir) or failure_record(
+                            p.spec.to_dict(), _lost_job_error(p.spec, p.job_id, p.state, p.run_dir),
+                            job_state=p.state, run_dir=str(p.run_dir))
+                        driver.finish(p.spec, record)
+                        del live[key]
+            queued = sum(p.state in WAITING or p.state == "UNKNOWN" for p in live.values())
+            line = (f"[{now - driver.t0:5.0f} s] {queued} queued, {len(live) - queued} running, "
+                    f"{driver.report.completed} done, {driver.report.failed} failed")
+            if line.split("]", 1)[1] != last_line:
+                driver.echo(line)
+                last_line = line.split("]", 1)[1]
+        if live:
+            time.sleep(FILE_POLL_S)
+
+
 def launch(
     points: Sequence[PointSpec],
     tracker: Tracker,
     force: bool = False,
+    wait: bool = True,
+    retry_failed: bool = True,
     echo: Callable[[str], None] = print,
 ) -> SweepReport:
-    """Measure every point the tracker does not hold yet (all of them with ``force``), one job at a time on the
-    local executor, recording each result or failure as soon as it is known."""
-    import submitit
+    """Measure every point the tracker does not hold yet (all of them with ``force``), recording each result
+    or failure as soon as it is known.
 
-    todo = [p for p in points if force or p.force or not tracker.is_done(p.point_key)]
-    report = SweepReport(total=len(points), skipped=len(points) - len(todo))
+    Locally points run one at a time. On Slurm every point is a job with its own nodes × ppn (equal resources
+    share a job array); with ``wait`` the driver stores each result as it lands, else it returns once all are
+    submitted. Calling again with the same points harvests finished jobs, re-attaches to running ones and never
+    submits a point twice; failed points are retried unless ``retry_failed`` is False.
+    """
+    report = SweepReport(total=len(points))
+    driver = _Driver(tracker, report, echo)
+    submit, attach = _plan(points, tracker, force, retry_failed, report, driver)
     if report.skipped:
         echo(f"{report.skipped} of {len(points)} points already measured: skipped (force=true re-measures)")
-    t_start = time.perf_counter()
-    for n, spec in enumerate(todo, 1):
-        rd = run_dir_for(spec)
-        rd.mkdir(parents=True, exist_ok=True)
-        point = spec.to_dict()
-        executor = submitit.LocalExecutor(folder=rd / "job")
-        executor.update_parameters(timeout_min=float(spec.cluster["timeout_min"]))
-        t0 = time.perf_counter()
-        job = executor.submit(run_point, point, str(rd))
-        tracker.record_submitted(point, str(job.job_id), str(rd))
+    if report.not_retried:
+        echo(f"{report.not_retried} failed point(s) not retried (retry_failed=false)")
+    if attach:
+        report.reattached = len(attach)
+        echo(f"re-attached to {len(attach)} job(s) still queued or running")
+    slurm = [s for s in submit if s.cluster["executor"] == "slurm"]
+    local = [s for s in submit if s.cluster["executor"] != "slurm"]
+    if local or any(p.spec.cluster["executor"] != "slurm" for p in attach):
+        _run_local(local, [p for p in attach if p.spec.cluster["executor"] != "slurm"], driver)
+    pending = [p for p in attach if p.spec.cluster["executor"] == "slurm"]
+    if slurm:
+        pending += _submit_slurm(slurm, driver)
+    if pending and wait:
         try:
-            while not job.done():  # submitit's own wait polls once a second; a local job is cheap to poll
-                time.sleep(0.05)
-            record = job.result()
-        except Exception as e:  # the job itself died (killed, timed out): still record the point
-            state = job.state if hasattr(job, "state") else "FAILED"
-            error = f"job {job.job_id} ended {state}: {e}"
-            record = failure_record(point, error, job_state=str(state), run_dir=str(rd))
-        tracker.record(record)
-        dt = time.perf_counter() - t0
-        prefix = f"[{n}/{len(todo)}] {spec.label}"
-        if record["kind"] == "ddlio.result":
-            report.completed += 1
-            t = record["totals"]
-            echo(f"{prefix}: {t['bandwidth_mib_s']:.1f} MiB/s, {t['iops']:.0f} IOPS, cache {t['cache']}  ({dt:.1f} s)")
-        else:
-            report.failed += 1
-            first = record["error"].strip().splitlines()[0] if record["error"].strip() else "unknown error"
-            report.failures.append((spec.point_key, first))
-            echo(f"{prefix}: FAILED: {first}  ({dt:.1f} s)")
-    if todo:
-        echo(
-            f"done: {report.completed} measured, {report.failed} failed, {report.skipped} skipped "
-            f"in {time.perf_counter() - t_start:.1f} s"
-        )
+            _wait_slurm(pending, driver)
+        except KeyboardInterrupt:
+            echo("interrupted: the jobs go on; run the same command again to store their results")
+            raise
+    elif pending:
+        report.still_running = len(pending)
+        echo(f"{len(pending)} job(s) queued or running: run the same command again (without wait=false) "
+             "to store their results")
+    if report.completed or report.failed:
+        echo(f"done: {report.completed} measured, {report.failed} failed, {report.skipped} skipped "
+             f"in {time.perf_counter() - driver.t0:.1f} s")
     return report
+
+
+def dry_run(points: Sequence[PointSpec], echo: Callable[[str], None] = print) -> None:
+    """Print what :func:`launch` would submit (points, resources, and for Slurm the sbatch header) and write
+    nothing."""
+    from experiments.slurm import executor_parameters, resources
+
+    echo(f"dry run: {len(points)} point(s), nothing is submitted or written")
+    groups: dict[tuple, list[PointSpec]] = {}
+    for spec in points:
+        groups.setdefault((*resources(spec), spec.cluster["executor"]), []).append(spec)
+    for group in groups.values():
+        first = group[0]
+        c = first.cluster
+        if c["executor"] == "slurm":
+            kind = f"Slurm {'job array' if len(group) > 1 else 'job'} of {len(group)} point(s)"
+        else:
+            kind = f"{len(group)} local point(s), one at a time"
+        echo(f"\n{kind}: {first.nodes} node(s) x {first.ppn} rank(s), time limit {c['timeout_min']} min")
+        if c["executor"] == "slurm":
+            from submitit.slurm.slurm import _make_sbatch_string  # the exact header submitit will write
+
+            params = executor_parameters(first)
+            params["map_count"] = len(group) if len(group) > 1 else None
+            text = _make_sbatch_string(command="<python -m submitit.core._submit ...>",
+                                       folder=str(Path(first.data_root) / "runs" / "_slurm"), **params)
+            echo("\n".join("  " + ln for ln in text.splitlines() if ln.startswith("#SBATCH")))
+        for spec in group:
+            step = spec.cluster["launch"].format(ranks=spec.ranks, nodes=spec.nodes, ppn=spec.ppn)
+            echo(f"  - {spec.label}  key {spec.point_key}  [{' '.join(spec.overrides) or 'defaults'}]")
+            echo(f"      kernel: {step} python -m experiments.kernel {run_dir_for(spec)}/kernel.json")
 
 
 def new_sweep_id() -> str:

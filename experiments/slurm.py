@@ -1,0 +1,165 @@
+"""Slurm: submitit executors with a point's own resources, job-state queries, and the standalone reproducer.
+
+One job runs one *driver* process on the first node of its allocation (submitit with ``use_srun=False``); the
+driver starts dataset generation and the kernel as MPI steps with the cluster's launch line (``srun ...``)
+inside the allocation. Points with the same resources go out as one job array.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import shutil
+import string
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from experiments.errors import LaunchError
+
+#: Slurm job states after which nothing more will happen to a job
+TERMINAL = frozenset({
+    "COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
+    "DEADLINE", "REVOKED", "SPECIAL_EXIT",
+})
+WAITING = frozenset({"PENDING", "REQUEUED", "RESIZING", "SUSPENDED", "CONFIGURING", "REQUEUE_HOLD", "REQUEUE_FED"})
+TEMPLATES = Path(__file__).resolve().parent.parent / "slurm_templates"
+
+
+def resources(spec: Any) -> tuple:
+    """What makes two points' jobs interchangeable (same sbatch header): they may share one job array."""
+    c = spec.cluster
+    return (spec.nodes, spec.ppn, math.ceil(float(c["timeout_min"])), c.get("partition", ""), c.get("account", ""),
+            c.get("qos", ""), c.get("constraint", ""), tuple(sorted((c.get("sbatch") or {}).items())),
+            tuple(c.get("setup") or ()))
+
+
+def executor_parameters(spec: Any) -> dict[str, Any]:
+    """submitit SlurmExecutor parameters for a point: its nodes × ppn, time limit, and site settings."""
+    c = spec.cluster
+    params: dict[str, Any] = {
+        "nodes": spec.nodes,
+        "ntasks_per_node": spec.ppn,
+        "cpus_per_task": 1,
+        "time": max(1, math.ceil(float(c["timeout_min"]))),
+        "job_name": "ddlio",
+        "use_srun": False,  # one driver process on the first node; it runs the MPI steps itself
+        "array_parallelism": int(c.get("array_parallelism") or 1),
+        "setup": list(c.get("setup") or []),
+        "signal_delay_s": 30,
+    }
+    for key in ("partition", "account", "qos", "constraint"):
+        if c.get(key):
+            params[key] = c[key]
+    extra = {str(k): v for k, v in (c.get("sbatch") or {}).items()}
+    if extra:
+        params["additional_parameters"] = extra
+    return params
+
+
+def make_executor(specs: list[Any], folder: Path) -> Any:
+    """A submitit SlurmExecutor for points that share resources."""
+    import submitit
+
+    ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=shlex.quote(sys.executable))
+    ex.update_parameters(**executor_parameters(specs[0]))
+    return ex
+
+
+def job_states(job_ids: Iterable[str], timeout_s: float = 30) -> dict[str, str]:
+    """Current state of each job (``12345`` or array task ``12345_3``), from sacct (squeue where accounting is
+    off). A job neither knows is absent from the answer. States are Slurm's words (``CANCELLED by 0`` ->
+    ``CANCELLED``)."""
+    ids = sorted(set(job_ids))
+    if not ids:
+        return {}
+    base = sorted({i.split("_")[0] for i in ids})
+    out: dict[str, str] = {}
+    if shutil.which("sacct"):
+        try:
+            p = subprocess.run(["sacct", "-n", "-P", "-X", "-o", "JobID,State", "-j", ",".join(base)],
+                               capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return {}
+        if p.returncode == 0:
+            for line in p.stdout.splitlines():
+                jid, _, state = line.partition("|")
+                if jid and state:
+                    out[jid.strip()] = state.split()[0].rstrip("+")
+            return {i: out[i] for i in ids if i in out}
+    if shutil.which("squeue"):
+        try:
+            p = subprocess.run(["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(base)],
+                               capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return {}
+        for line in p.stdout.splitlines():
+            jid, _, state = line.partition("|")
+            out[jid.strip()] = state.strip()
+    return {i: out[i] for i in ids if i in out}
+
+
+def cancel(job_ids: Iterable[str]) -> None:
+    ids = list(job_ids)
+    if ids:
+        subprocess.run(["scancel", *ids], capture_output=True, timeout=30, check=False)
+
+
+def check_available() -> None:
+    """Raise a LaunchError naming what is missing when this machine cannot submit Slurm jobs."""
+    missing = [c for c in ("sbatch", "sacct", "scancel") if shutil.which(c) is None]
+    if "sbatch" in missing:
+        raise LaunchError(
+            "cluster=slurm needs Slurm's commands, but 'sbatch' is not on PATH: run the sweep on a cluster's login "
+            "node (or load the site's slurm module); for a test cluster on this machine: tests/cluster/slurm.sh start"
+        )
+
+
+# --------------------------------------------------------------------------------------------- reproducer
+def render_sbatch(
+    *,
+    label: str,
+    run_dir: str,
+    nodes: int,
+    ppn: int,
+    time_min: int,
+    launch: str,
+    python: str,
+    project_dir: str,
+    kernel_spec: str,
+    partition: str = "",
+    account: str = "",
+    qos: str = "",
+    constraint: str = "",
+    sbatch: dict[str, Any] | None = None,
+    setup: list[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> str:
+    """A standalone batch script that reruns one point's kernel with plain ``sbatch`` (no ddlio driver).
+
+    The keyword arguments are the schema; ``slurm_templates/point.sbatch`` is the template.
+    """
+    ranks = nodes * ppn
+    directives = ["#SBATCH --job-name=ddlio-repro", f"#SBATCH --nodes={nodes}", f"#SBATCH --ntasks-per-node={ppn}",
+                  f"#SBATCH --time={time_min}", f"#SBATCH --output={run_dir}/repro-%j.out"]
+    for key, value in (("partition", partition), ("account", account), ("qos", qos), ("constraint", constraint)):
+        if value:
+            directives.append(f"#SBATCH --{key}={value}")
+    for key, value in sorted((sbatch or {}).items()):
+        directives.append(f"#SBATCH --{key}" if value is True else f"#SBATCH --{key}={value}")
+    exports = [f"export {k}={shlex.quote(str(v))}" for k, v in sorted((env or {}).items())]
+    step = launch.format(ranks=ranks, nodes=nodes, ppn=ppn)
+    template = string.Template((TEMPLATES / "point.sbatch").read_text())
+    return template.substitute(
+        label=label,
+        directives="\n".join(directives),
+        setup="\n".join(setup or []) or "# (no setup lines)",
+        exports="\n".join(exports) or "# (no extra environment)",
+        project_dir=shlex.quote(project_dir),
+        step=step,
+        python=shlex.quote(python),
+        kernel_spec=shlex.quote(kernel_spec),
+        result=shlex.quote(f"{run_dir}/repro-result-"),
+    )

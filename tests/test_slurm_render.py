@@ -1,0 +1,48 @@
+"""The reproducer script is a pure rendering of its keyword arguments, pinned by a golden file; the executor
+parameters follow the point's resources. No Slurm needed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from experiments.slurm import executor_parameters, render_sbatch, resources
+from helpers import point
+
+GOLDEN = Path(__file__).parent / "golden" / "repro.sbatch"
+
+
+def render() -> str:
+    return render_sbatch(
+        label="hdf5/shared 2N-8P-4OST", run_dir="/scratch/ddlio/runs/abc123", nodes=2, ppn=4, time_min=30,
+        launch="srun --mpi=pmi2 -N {nodes} -n {ranks} --ntasks-per-node={ppn}", python="/opt/venv/bin/python",
+        project_dir="/home/me/ddlio", kernel_spec="/scratch/ddlio/runs/abc123/kernel.json", partition="compute",
+        account="proj42", qos="", constraint="", sbatch={"exclusive": True, "mem": 0},
+        setup=["module load gcc", "source /opt/venv/bin/activate"], env={"MPI4PY_LIBMPI": "/usr/lib/libmpi.so.40"},
+    )
+
+
+def test_reproducer_matches_the_golden_file():
+    assert render() == GOLDEN.read_text()
+
+
+def test_executor_parameters_follow_the_point(tmp_path):
+    spec = point(tmp_path, "cluster=slurm", "nodes=2", "ppn=4", "cluster.partition=compute",
+                 "cluster.timeout_min=12.5", "+cluster.sbatch.exclusive=true")
+    params = executor_parameters(spec)
+    assert (params["nodes"], params["ntasks_per_node"], params["time"]) == (2, 4, 13)
+    assert params["use_srun"] is False  # one driver on the first node; it starts the MPI steps
+    assert params["partition"] == "compute" and params["additional_parameters"] == {"exclusive": True}
+    assert "account" not in params
+    other = point(tmp_path, "cluster=slurm", "nodes=2", "ppn=4", "cluster.partition=compute",
+                  "cluster.timeout_min=12.5", "+cluster.sbatch.exclusive=true", "format=npz", "repeat=3")
+    assert resources(spec) == resources(other)  # same resources: one job array
+    assert resources(spec) != resources(point(tmp_path, "cluster=slurm", "nodes=1", "ppn=4"))
+
+
+def test_dry_run_prints_the_sbatch_lines_and_writes_nothing(sweep, tmp_path):
+    p = sweep("-m", "cluster=slurm", "nodes=1,2", "ppn=2", "workload=tiny", "dry_run=true")
+    assert p.returncode == 0, p.stderr
+    assert "dry run: 2 point(s)" in p.stdout
+    assert "#SBATCH --nodes=2" in p.stdout and "#SBATCH --ntasks-per-node=2" in p.stdout
+    assert "srun --mpi=pmi2 -N 2 -n 4 --ntasks-per-node=2" in p.stdout
+    assert not (tmp_path / "r.db").exists() and not (tmp_path / "data").exists()
