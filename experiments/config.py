@@ -238,11 +238,18 @@ class PointSpec:
             return math.ceil(max(base, self.ranks) / self.ranks) * self.ranks
         return base
 
+    def bytes_options(self) -> dict[str, Any]:
+        """The format options that change the bytes written (read-only options such as decode are left out)."""
+        from experiments.formats import FORMATS
+
+        skip = FORMATS[self.format].read_options
+        return {k: v for k, v in sorted(self.format_options.items()) if k not in skip}
+
     def dataset_params(self) -> dict[str, Any]:
         """Everything that changes the bytes on disk or their layout (hashed into :attr:`dataset_key`)."""
         params: dict[str, Any] = {
             "format": self.format,
-            "format_options": dict(sorted(self.format_options.items())),
+            "format_options": self.bytes_options(),
             "samples": self.samples,
             "sample_size": self.sample_size,
             "sample_size_stdev": self.sample_size_stdev,
@@ -260,6 +267,7 @@ class PointSpec:
         """What changes the measurement beyond the dataset (hashed with it into :attr:`point_key`)."""
         return {
             "access": self.access,
+            "read_options": {k: v for k, v in sorted(self.format_options.items()) if k not in self.bytes_options()},
             "stripe_count": self.stripe_count,
             "stripe_size": self.stripe_size,
             "nodes": self.nodes,

@@ -107,6 +107,14 @@ def test_keys(tmp_path):
     assert a.point_key != spec(tmp_path, "access=fpp").point_key
     assert spec(tmp_path, "access=fpp", "ppn=2").num_files == 2
     assert a.point_key == PointSpec.from_dict(a.to_dict()).point_key
+    # options that change only the reading share the bytes, not the measurement
+    crc = spec(tmp_path, "format=tfrecord")
+    nocrc = spec(tmp_path, "format=tfrecord", "format.verify_crc=false")
+    assert crc.dataset_key == nocrc.dataset_key and crc.point_key != nocrc.point_key
+    raw = spec(tmp_path, "format=jpeg")
+    dec = spec(tmp_path, "format=jpeg", "format.decode=true")
+    assert raw.dataset_key == dec.dataset_key and raw.point_key != dec.point_key
+    assert spec(tmp_path, "format=hdf5", "format.chunk_samples=4").dataset_key != a.dataset_key
 
 
 def test_fpp_files_are_a_multiple_of_ranks(tmp_path):

@@ -44,5 +44,5 @@ def test_dry_run_prints_the_sbatch_lines_and_writes_nothing(sweep, tmp_path):
     assert p.returncode == 0, p.stderr
     assert "dry run: 2 point(s)" in p.stdout
     assert "#SBATCH --nodes=2" in p.stdout and "#SBATCH --ntasks-per-node=2" in p.stdout
-    assert "srun --mpi=pmi2 -N 2 -n 4 --ntasks-per-node=2" in p.stdout
+    assert "srun --mpi=pmi2 --kill-on-bad-exit=1 -N 2 -n 4 --ntasks-per-node=2" in p.stdout
     assert not (tmp_path / "r.db").exists() and not (tmp_path / "data").exists()

@@ -141,6 +141,8 @@ class Format:
     suffix: ClassVar[str]
     #: bytes read per sample beyond its payload (inline framing), for the byte plan
     record_overhead: ClassVar[int] = 0
+    #: options that change only how files are read, not their bytes: left out of the dataset key
+    read_options: ClassVar[frozenset[str]] = frozenset()
     #: None: :meth:`decode_payload` gives back the source bytes exactly; a number: the format is lossy (JPEG) and
     #: the decoded payload is guaranteed within this PSNR (dB) of the source bytes, whatever the payload
     min_psnr_db: ClassVar[float | None] = None

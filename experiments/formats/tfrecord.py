@@ -91,6 +91,7 @@ class TFRecord(Format):
     name = "tfrecord"
     suffix = ".tfrecord"
     record_overhead = HEADER + FOOTER
+    read_options = frozenset({"verify_crc"})
 
     @classmethod
     def option_problems(cls, options: dict[str, Any]) -> list[str]:
