@@ -124,6 +124,7 @@ def test_a_driver_killed_mid_sweep_loses_nothing_and_duplicates_nothing(slurm_cl
         driver.send_signal(signal.SIGKILL)
     finally:
         driver.wait(timeout=60)
+        driver.stdout.close()
     assert driver.returncode == -signal.SIGKILL
     again = sweep(*args, timeout=600)
     assert again.returncode == 0, again.stdout + again.stderr
