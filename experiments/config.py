@@ -25,6 +25,7 @@ from experiments.errors import ConfigError
 from experiments.units import format_size, parse_size
 
 ACCESS_MODES = ("shared", "fpp")
+SHUFFLES = ("none", "file", "sample")
 CACHE_POLICIES = ("cold", "warm")
 EXECUTORS = ("local", "slurm")
 #: Largest sample the kernel will hold in one buffer (bytes).
@@ -112,6 +113,18 @@ class WorkloadConf:
     compute_time: float = 0.0
     # cold: evict the dataset from the page cache before each epoch; warm: leave it cached
     cache: str = "cold"
+    # standard deviation of the compute time per batch, seconds (0 = constant); drawn per batch, seeded
+    compute_time_stdev: float = 0.0
+    # none | file (permute the file order) | sample (a seeded global permutation); new order every epoch
+    shuffle: str = "none"
+    # each rank reads only whole batches, the same number on every rank (the rest of the epoch is dropped)
+    drop_last: bool = False
+    # reader threads per rank that read ahead while compute runs; 0 = read in the training loop itself
+    read_threads: int = 0
+    # batches read ahead per rank when read_threads >= 1
+    prefetch: int = 2
+    # write every rank's operations (start, duration, file, offset, size, op) to trace-rank<N>.csv
+    trace: bool = False
 
 
 @dataclass
@@ -223,6 +236,12 @@ class PointSpec:
     force: bool = False
     overrides: tuple[str, ...] = ()
     payload: str = "random"
+    compute_time_stdev: float = 0.0
+    shuffle: str = "none"
+    drop_last: bool = False
+    read_threads: int = 0
+    prefetch: int = 2
+    trace: bool = False
 
     # ----------------------------------------------------------------------------------------- derived
     @property
@@ -275,7 +294,12 @@ class PointSpec:
             "batch_size": self.batch_size,
             "epochs": self.epochs,
             "compute_time": self.compute_time,
+            "compute_time_stdev": self.compute_time_stdev,
             "cache": self.cache,
+            "shuffle": self.shuffle,
+            "drop_last": self.drop_last,
+            "read_threads": self.read_threads,
+            "prefetch": self.prefetch,
             "repeat": self.repeat,
             "cluster": self.cluster.get("name", "local"),
         }
@@ -411,6 +435,13 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
         problems.append(str(e))
         payload = "random"
     batch = _int_range(problems, "workload.batch_size", w["batch_size"], 1)
+    if w["shuffle"] not in SHUFFLES:
+        problems.append(f"workload.shuffle={w['shuffle']!r} is unknown: choose one of {', '.join(SHUFFLES)}")
+    threads = _int_range(problems, "workload.read_threads", w["read_threads"], 0, 256)
+    prefetch = _int_range(problems, "workload.prefetch", w["prefetch"], 1, 4096, " batches")
+    cstdev = w["compute_time_stdev"]
+    if not isinstance(cstdev, (int, float)) or cstdev < 0 or not math.isfinite(cstdev):
+        problems.append(f"workload.compute_time_stdev={cstdev!r} must be a number of seconds >= 0")
     epochs = _int_range(problems, "workload.epochs", w["epochs"], 1)
     compute = w["compute_time"]
     if not isinstance(compute, (int, float)) or compute < 0 or not math.isfinite(compute):
@@ -518,4 +549,10 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
         force=bool(cfg.get("force", False)),
         overrides=tuple(overrides),
         payload=payload,
+        compute_time_stdev=float(cstdev),
+        shuffle=w["shuffle"],
+        drop_last=bool(w["drop_last"]),
+        read_threads=threads,
+        prefetch=prefetch,
+        trace=bool(w["trace"]),
     )

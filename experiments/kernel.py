@@ -35,18 +35,131 @@ from experiments.metrics import RankEpoch, aggregate, aggregate_run, histogram
 COLD_TOLERANCE = 0.01
 
 
-def rank_samples(plan: DatasetPlan, access: str, ranks: int, rank: int) -> np.ndarray:
-    """Global sample ids that ``rank`` reads in one epoch, in order.
-
-    shared: the id range is cut into ``ranks`` contiguous blocks (block sizes differ by at most one);
-    fpp: the rank reads exactly the samples of its own files (``num_files / ranks`` consecutive files).
-    """
-    if access == "fpp":
-        per = plan.num_files // ranks
-        starts = plan.file_starts
-        return np.arange(starts[rank * per], starts[(rank + 1) * per], dtype=np.int64)
+def share_sizes(plan: DatasetPlan, point: dict[str, Any], ranks: int) -> list[int]:
+    """Samples each rank is given per epoch, before ``drop_last`` (the same every epoch)."""
+    if point["access"] == "fpp":
+        per, starts = plan.num_files // ranks, plan.file_starts
+        return [int(starts[(r + 1) * per] - starts[r * per]) for r in range(ranks)]
+    if point.get("shuffle", "none") == "sample":
+        return [plan.samples // ranks + (r < plan.samples % ranks) for r in range(ranks)]
     bounds = np.linspace(0, plan.samples, ranks + 1).round().astype(np.int64)
-    return np.arange(bounds[rank], bounds[rank + 1], dtype=np.int64)
+    return np.diff(bounds).tolist()
+
+
+def epoch_ids(plan: DatasetPlan, point: dict[str, Any], epoch: int, ranks: int, rank: int) -> np.ndarray:
+    """Global sample ids that ``rank`` reads in ``epoch``, in reading order.
+
+    - ``shared``: one order of all samples per epoch, identical on every rank, split among the ranks:
+      ``shuffle=none`` keeps id order and gives each rank a contiguous block; ``file`` permutes the order of the
+      files (samples in a file stay in order) and splits into blocks; ``sample`` is a seeded global permutation
+      of which rank r takes every ranks-th id (as PyTorch's DistributedSampler does).
+    - ``fpp``: each rank reads only its own files (num_files / ranks consecutive files); ``file`` permutes their
+      order, ``sample`` permutes its samples.
+
+    The permutation is seeded by (seed, epoch): different every epoch, the same on every rank and every rerun.
+    Without ``drop_last`` every sample is read exactly once per epoch in total. With it, every rank reads the
+    same number of whole batches (the largest multiple of batch_size that all ranks have) and the rest is
+    dropped (the dropped samples change from epoch to epoch when shuffling).
+    """
+    shuffle, starts = point.get("shuffle", "none"), plan.file_starts
+
+    def files_ids(files: np.ndarray) -> np.ndarray:
+        return np.concatenate([np.arange(starts[f], starts[f + 1], dtype=np.int64) for f in files])
+
+    if point["access"] == "fpp":
+        rng = np.random.Generator(np.random.PCG64([point["seed"], 0x5EED, epoch, rank]))
+        per = plan.num_files // ranks
+        files = np.arange(rank * per, (rank + 1) * per)
+        ids = files_ids(rng.permutation(files) if shuffle == "file" else files)
+        if shuffle == "sample":
+            ids = rng.permutation(ids)
+    else:
+        rng = np.random.Generator(np.random.PCG64([point["seed"], 0x5EED, epoch]))
+        if shuffle == "sample":
+            ids = rng.permutation(plan.samples)[rank::ranks]
+        else:
+            order = files_ids(rng.permutation(plan.num_files)) if shuffle == "file" else np.arange(plan.samples)
+            bounds = np.linspace(0, plan.samples, ranks + 1).round().astype(np.int64)
+            ids = order[bounds[rank] : bounds[rank + 1]]
+    if point.get("drop_last"):
+        keep = min(share_sizes(plan, point, ranks)) // point["batch_size"] * point["batch_size"]
+        ids = ids[:keep]
+    return np.ascontiguousarray(ids, dtype=np.int64)
+
+
+def compute_times(point: dict[str, Any], epoch: int, rank: int, batches: int) -> np.ndarray:
+    """Emulated compute per batch, seconds: constant, or normal(mean, stdev) clipped at 0, seeded per
+    (seed, epoch, rank)."""
+    mean, stdev = float(point["compute_time"]), float(point.get("compute_time_stdev", 0.0))
+    if stdev <= 0:
+        return np.full(batches, mean)
+    rng = np.random.Generator(np.random.PCG64([point["seed"], 0xC0, epoch, rank]))
+    return np.clip(rng.normal(mean, stdev, batches), 0.0, None)
+
+
+class Lane:
+    """One reading context — the training loop itself, or one reader thread: its own open files and its own
+    preallocated buffer, reused for every read."""
+
+    def __init__(self, fmt: Any, paths: list[str], buf_bytes: int, trace: bool) -> None:
+        self.fmt, self.paths = fmt, paths
+        self.buf = np.empty(max(1, buf_bytes), dtype=np.uint8)
+        self.readers: dict[int, Any] = {}
+        self.meta_ns = 0
+        self.opens = 0
+        self.trace = trace
+        self.meta_events: list[tuple[int, int, int, str]] = []  # (start ns, duration ns, file, op)
+
+    def read_range(self, k0: int, k1: int, ep: EpochArrays) -> int:
+        """Read samples k0..k1-1 of the epoch's order; returns the bytes the reads returned."""
+        perf = time.perf_counter_ns
+        readers, buf, fo, lo, lat = self.readers, self.buf, ep.fo, ep.lo, ep.lat
+        nbytes = 0
+        for k in range(k0, k1):
+            f = fo[k]
+            r = readers.get(f)
+            if r is None:
+                t = perf()
+                r = readers[f] = self.fmt.open(self.paths[f])
+                dt = perf() - t
+                self.meta_ns += dt
+                self.opens += 1
+                if self.trace:
+                    self.meta_events.append((t, dt, f, "open"))
+            t = perf()
+            n = r.read(lo[k], buf)
+            lat[k] = perf() - t
+            nbytes += n
+            if self.trace:
+                ep.start[k], ep.size[k], ep.offset[k] = t, n, r.record_offset(lo[k])
+        return nbytes
+
+    def close_all(self) -> None:
+        perf = time.perf_counter_ns
+        for f, r in self.readers.items():
+            t = perf()
+            r.close()
+            dt = perf() - t
+            self.meta_ns += dt
+            if self.trace:
+                self.meta_events.append((t, dt, f, "close"))
+        self.readers.clear()
+
+
+class EpochArrays:
+    """Per-sample arrays of one epoch on one rank: file and local index of each read, latency (ns), and for
+    the access log start time (perf_counter ns), bytes and file offset."""
+
+    def __init__(self, plan: DatasetPlan, ids: np.ndarray, trace: bool) -> None:
+        starts = plan.file_starts
+        file_of = np.searchsorted(starts, ids, side="right") - 1
+        self.ids = ids
+        self.fo, self.lo = file_of.tolist(), (ids - starts[file_of]).tolist()
+        self.lat = np.zeros(len(ids), dtype=np.int64)
+        n = len(ids) if trace else 0
+        self.start = np.zeros(n, dtype=np.int64)
+        self.size = np.zeros(n, dtype=np.int64)
+        self.offset = np.zeros(n, dtype=np.int64)
 
 
 def read_proc_io() -> dict[str, int]:
@@ -114,6 +227,31 @@ def _fault(point: dict[str, Any], rank: int) -> str | None:
     return None
 
 
+def _inject(fault: str, rank: int) -> None:
+    if fault == "crash":
+        print(f"ddlio kernel: rank {rank} crashing on purpose (DDLIO_FAULT)", file=sys.stderr, flush=True)
+        os._exit(9)
+    while fault == "hang":
+        time.sleep(1)
+
+
+TRACE_COLUMNS = ("rank", "epoch", "op", "file", "offset", "size", "start_s", "duration_s")
+
+
+def _write_trace(path: Path, rows: list[tuple]) -> None:
+    """One rank's access log: every read, open and close with its start (seconds since rank 0's start, on a
+    common wall-clock base), duration (s), file, offset and size (bytes; -1/0 for open and close)."""
+    import csv
+
+    rows.sort(key=lambda r: r[6])
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(TRACE_COLUMNS)
+        w.writerows((r[0], r[1], r[2], r[3], r[4], r[5], f"{r[6]:.9f}", f"{r[7]:.9f}") for r in rows)
+    os.replace(tmp, path)
+
+
 def run(spec: dict[str, Any]) -> dict[str, Any] | None:
     """Run the kernel on this rank; rank 0 returns the result record, the others None."""
     from mpi4py import MPI
@@ -130,73 +268,120 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
     record = plan.record_bytes()
     files = data_files(plan)
     paths = [plan.file_path(f) for f in range(plan.num_files)]
-    starts = plan.file_starts
 
-    ids = rank_samples(plan, point["access"], nranks, rank)
-    file_of = np.searchsorted(starts, ids, side="right") - 1
-    local_of = ids - starts[file_of]
-    buf = np.empty(int(record[ids].max()) if len(ids) else 1, dtype=np.uint8)
-    batch, compute_s, policy = point["batch_size"], point["compute_time"], point["cache"]
+    batch, policy = point["batch_size"], point["cache"]
+    threads, prefetch = int(point.get("read_threads", 0)), int(point.get("prefetch", 2))
+    trace = bool(point.get("trace", False))
     guard_s = float(point["cluster"].get("hang_timeout_s", 600))
     fault = _fault(point, rank)
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    # one preallocated buffer per lane, as large as the dataset's largest record, reused for every read
+    lanes = [Lane(fmt, paths, int(record.max()), trace) for _ in range(max(1, threads))]
+    pool = None
+    if threads:
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+
+        local = threading.local()
+        counter = iter(range(threads))
+        lock = threading.Lock()
+
+        def _bind() -> None:
+            with lock:
+                local.lane = lanes[next(counter)]
+
+        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ddlio-reader", initializer=_bind)
+    # a common time base for access logs: wall-clock ns of rank 0 at the start, mapped from each rank's perf clock
+    guarded_barrier(comm, guard_s, "the start")
+    perf0, wall0 = time.perf_counter_ns(), time.time_ns()
+    t0_wall = comm.bcast(wall0, root=0)
+    trace_rows: list[tuple] = []
 
     epochs: list[list[RankEpoch]] = []
     cache_rows: list[dict[str, Any]] = []
+    planned: list[int] = []
     for epoch in range(point["epochs"]):
+        ids = epoch_ids(plan, point, epoch, nranks, rank)
+        ep = EpochArrays(plan, ids, trace)
+        nb = -(-len(ids) // batch)
+        compute = compute_times(point, epoch, rank, nb).tolist()
         report = _prepare_cache(policy, epoch, files, leader)
         reports = [r for r in comm.allgather(report) if r is not None]
         state, before, after, note = _cache_state(policy, reports)
         cache_rows.append({"cache": state, "residency_before": before, "residency_after": after, "cache_note": note})
+        for lane in lanes:
+            lane.meta_ns = lane.opens = 0
+            lane.meta_events = []
         guarded_barrier(comm, guard_s, f"the start of epoch {epoch}")
 
         m = RankEpoch(rank, node, epoch)
-        lat = np.empty(len(ids), dtype=np.int64)
-        readers: dict[int, Any] = {}
-        meta_ns = 0
         perf = time.perf_counter_ns
         io0 = read_proc_io()
         t_epoch = perf()
         nbytes = 0
-        fo, lo = file_of.tolist(), local_of.tolist()
-        for b0 in range(0, len(ids), batch):
-            for k in range(b0, min(b0 + batch, len(ids))):
-                f = fo[k]
-                r = readers.get(f)
-                if r is None:
+        wait_ns = 0
+        if pool is None:
+            lane = lanes[0]
+            for b in range(nb):
+                t = perf()
+                nbytes += lane.read_range(b * batch, min((b + 1) * batch, len(ids)), ep)
+                wait_ns += perf() - t
+                if fault and epoch == 0:
+                    _inject(fault, rank)
+                if compute[b] > 0:
                     t = perf()
-                    r = readers[f] = fmt.open(paths[f])
-                    meta_ns += perf() - t
+                    time.sleep(compute[b])
+                    m.compute_time_s += (perf() - t) / 1e9
+        else:
+            def task(b: int, ep: EpochArrays = ep, n: int = len(ids)) -> int:
+                return local.lane.read_range(b * batch, min((b + 1) * batch, n), ep)
+
+            futures: dict[int, Any] = {}
+            submitted = 0
+            for b in range(nb):
+                while submitted < nb and submitted < b + prefetch:
+                    futures[submitted] = pool.submit(task, submitted)
+                    submitted += 1
                 t = perf()
-                nbytes += r.read(lo[k], buf)
-                lat[k] = perf() - t
-            if fault and epoch == 0:
-                if fault == "crash":
-                    print(f"ddlio kernel: rank {rank} crashing on purpose (DDLIO_FAULT)", file=sys.stderr, flush=True)
-                    os._exit(9)
-                while fault == "hang":
-                    time.sleep(1)
-            if compute_s > 0:
-                t = perf()
-                time.sleep(compute_s)
-                m.compute_time_s += (perf() - t) / 1e9
-        for r in readers.values():
-            t = perf()
-            r.close()
-            meta_ns += perf() - t
+                nbytes += futures.pop(b).result()
+                wait_ns += perf() - t
+                if fault and epoch == 0:
+                    _inject(fault, rank)
+                if compute[b] > 0:
+                    t = perf()
+                    time.sleep(compute[b])
+                    m.compute_time_s += (perf() - t) / 1e9
+        for lane in lanes:  # every batch's reads have returned: close the files each lane opened
+            lane.close_all()
         m.wall_time_s = (perf() - t_epoch) / 1e9
         m.os_read_bytes = read_proc_io().get("read_bytes", 0) - io0.get("read_bytes", 0)
         m.samples = len(ids)
         m.bytes_read = nbytes
         m.read_ops = len(ids)
-        m.meta_ops = 2 * len(readers)  # one open and one close per file touched
-        m.read_time_s = float(lat.sum()) / 1e9
-        m.meta_time_s = meta_ns / 1e9
-        m.hist = histogram(lat).tolist()
+        opens = sum(lane.opens for lane in lanes)
+        m.meta_ops = 2 * opens  # one open and one close per file a lane touched
+        m.read_time_s = float(ep.lat.sum()) / 1e9
+        m.meta_time_s = sum(lane.meta_ns for lane in lanes) / 1e9
+        m.wait_time_s = wait_ns / 1e9
+        m.hist = histogram(ep.lat).tolist()
+        planned.append(int(record[ids].sum()))
+        if trace:
+            to_s = (wall0 - t0_wall - perf0) / 1e9
+            names = [os.path.basename(p) for p in paths]
+            for k in range(len(ids)):
+                trace_rows.append((rank, epoch, "read", names[ep.fo[k]], int(ep.offset[k]), int(ep.size[k]),
+                                   ep.start[k] / 1e9 + to_s, ep.lat[k] / 1e9))
+            for lane in lanes:
+                for t, dt, f, op in lane.meta_events:
+                    trace_rows.append((rank, epoch, op, names[f], -1, 0, t / 1e9 + to_s, dt / 1e9))
         guarded_barrier(comm, guard_s, f"the end of epoch {epoch}")
         gathered = comm.gather(m, root=0)
         if rank == 0:
             epochs.append(gathered)
+    if pool is not None:
+        pool.shutdown()
+    if trace:
+        _write_trace(Path(spec["result_path"]).parent / f"trace-rank{rank:05d}.csv", trace_rows)
 
     own = {
         "rank": rank,
@@ -206,26 +391,34 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
         "max_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
     }
     ranks_info = comm.gather(own, root=0)
+    all_planned = comm.gather(planned, root=0)
     if rank != 0:
         return None
 
     from mpi4py import MPI as _MPI
 
-    planned_per_epoch = int(sum(record[rank_samples(plan, point["access"], nranks, r)].sum() for r in range(nranks)))
+    # the plan: every rank's planned bytes per epoch (record sizes measured at generation, for the ids it was
+    # given), and the number of samples the epoch must cover in total
+    planned_all = all_planned
+    sizes = share_sizes(plan, point, nranks)
+    keep = min(sizes) // batch * batch if point.get("drop_last") else None
+    want_samples = nranks * keep if keep is not None else plan.samples
     epoch_rows = []
     for e, (ranks_e, cache_row) in enumerate(zip(epochs, cache_rows, strict=True)):
+        planned_e = sum(p[e] for p in planned_all)
         agg = aggregate(ranks_e)
-        agg.update(cache_row, epoch=e, bytes_planned=planned_per_epoch, ranks=[r.to_dict() for r in ranks_e])
-        if agg["bytes_read"] != planned_per_epoch:
+        agg.update(cache_row, epoch=e, bytes_planned=planned_e, ranks=[r.to_dict() for r in ranks_e])
+        if agg["bytes_read"] != planned_e or agg["samples"] != want_samples:
             raise KernelError(
-                f"epoch {e}: the reads returned {agg['bytes_read']} bytes, the plan is {planned_per_epoch}: "
-                "the measurement is not trustworthy"
+                f"epoch {e}: the reads returned {agg['bytes_read']} bytes for {agg['samples']} samples, the plan is "
+                f"{planned_e} bytes for {want_samples} samples: the measurement is not trustworthy"
             )
         epoch_rows.append(agg)
+    planned_per_epoch = [sum(p[e] for p in planned_all) for e in range(len(epochs))]
     total = aggregate_run(epochs)
     states = {row["cache"] for row in cache_rows}
     total.update(
-        bytes_planned=planned_per_epoch * len(epochs),
+        bytes_planned=sum(planned_per_epoch),
         cache=states.pop() if len(states) == 1 else "mixed",
         max_rss_kib=max(r["max_rss_kib"] for r in ranks_info),
     )

@@ -71,6 +71,8 @@ class RankEpoch:
     wall_time_s: float = 0.0
     #: bytes this rank's reads fetched from storage during the epoch (/proc/self/io read_bytes; 0 when cached)
     os_read_bytes: int = 0
+    #: seconds the training loop waited for its batches (all of the read time without reader threads)
+    wait_time_s: float = 0.0
     hist: list[int] = field(default_factory=list)
 
     @property
@@ -105,6 +107,7 @@ def aggregate(ranks: list[RankEpoch]) -> dict[str, Any]:
         "iops": read_ops / io_slowest if io_slowest > 0 else float("nan"),
         "wall_time_s": wall,
         "compute_time_s": float(np.mean([r.compute_time_s for r in ranks])),
+        "wait_time_s": max(r.wait_time_s for r in ranks),
         "samples_per_s": samples / wall if wall > 0 else float("nan"),
         "au": float(np.mean([r.compute_time_s / r.wall_time_s if r.wall_time_s > 0 else 0.0 for r in ranks])),
         "lat_p50_us": percentile_us(hist, 50),
@@ -130,5 +133,6 @@ def aggregate_run(per_epoch_ranks: list[list[RankEpoch]]) -> dict[str, Any]:
             acc.compute_time_s += r.compute_time_s
             acc.wall_time_s += r.wall_time_s
             acc.os_read_bytes += r.os_read_bytes
+            acc.wait_time_s += r.wait_time_s
             acc.hist = (np.asarray(acc.hist) + np.asarray(r.hist)).tolist()
     return aggregate(list(by_rank.values()))

@@ -10,24 +10,57 @@ import pytest
 
 from experiments.dataset import DatasetPlan, ensure_dataset, write_json_atomic
 from experiments.formats import FORMATS, get_format
-from experiments.kernel import rank_samples
+from experiments.kernel import epoch_ids
 from helpers import mpi_generation, point
 from lustre.layout import Layout
 
 
-@pytest.mark.parametrize(
-    ("access", "ranks", "files"), [("shared", 2, 1), ("shared", 3, 4), ("fpp", 2, 4), ("fpp", 3, 3)]
-)
-def test_every_sample_is_read_exactly_once_per_epoch(access, ranks, files):
+def pt(access="shared", shuffle="none", drop_last=False, batch=4, seed=7):
+    return {"access": access, "shuffle": shuffle, "drop_last": drop_last, "batch_size": batch, "seed": seed}
+
+
+CASES = [(a, sh, r, f) for a, r, f in (("shared", 2, 1), ("shared", 3, 4), ("fpp", 2, 4), ("fpp", 3, 3))
+         for sh in ("none", "file", "sample")]
+
+
+@pytest.mark.parametrize(("access", "shuffle", "ranks", "files"), CASES)
+def test_every_sample_is_read_exactly_once_per_epoch(access, shuffle, ranks, files):
     plan = DatasetPlan("k", "/x", "hdf5", {}, 101, 10, 0, files, 1)
-    got = np.concatenate([rank_samples(plan, access, ranks, r) for r in range(ranks)])
-    assert np.array_equal(np.sort(got), np.arange(101))
-    if access == "fpp":  # each rank reads only its own files
-        starts = plan.file_starts
-        for r in range(ranks):
-            owned = set(np.searchsorted(starts, rank_samples(plan, access, ranks, r), side="right") - 1)
+    for epoch in (0, 1):
+        got = [epoch_ids(plan, pt(access, shuffle), epoch, ranks, r) for r in range(ranks)]
+        assert np.array_equal(np.sort(np.concatenate(got)), np.arange(101))
+        if access == "fpp":  # each rank reads only its own files
             per = files // ranks
-            assert owned == set(range(r * per, (r + 1) * per))
+            for r in range(ranks):
+                owned = set(np.searchsorted(plan.file_starts, got[r], side="right") - 1)
+                assert owned == set(range(r * per, (r + 1) * per))
+
+
+def test_shuffles_shuffle_and_change_every_epoch_but_not_between_reruns():
+    plan = DatasetPlan("k", "/x", "hdf5", {}, 1000, 10, 0, 10, 1)
+    e0 = epoch_ids(plan, pt(shuffle="sample"), 0, 2, 0)
+    assert not np.array_equal(e0, np.sort(e0))  # not in id order
+    assert not np.array_equal(e0, epoch_ids(plan, pt(shuffle="sample"), 1, 2, 0))  # a new order each epoch
+    assert np.array_equal(e0, epoch_ids(plan, pt(shuffle="sample"), 0, 2, 0))  # deterministic in (seed, epoch)
+    assert not np.array_equal(e0, epoch_ids(plan, pt(shuffle="sample", seed=8), 0, 2, 0))
+    # a global permutation: both ranks draw from the whole id range, not from halves
+    assert e0.min() < 100 and e0.max() > 900
+    # file shuffle: whole files in a new order, samples within a file in order
+    f0 = epoch_ids(plan, pt(shuffle="file"), 0, 1, 0)
+    files = np.searchsorted(plan.file_starts, f0, side="right") - 1
+    order = files[np.r_[True, np.diff(files) != 0]]
+    assert sorted(order) == list(range(10)) and list(order) != list(range(10))
+    assert all(np.all(np.diff(f0[files == f]) == 1) for f in range(10))
+    assert np.array_equal(epoch_ids(plan, pt(shuffle="none"), 0, 1, 0), np.arange(1000))
+
+
+@pytest.mark.parametrize("access", ["shared", "fpp"])
+def test_drop_last_gives_every_rank_the_same_whole_batches(access):
+    plan = DatasetPlan("k", "/x", "hdf5", {}, 103, 10, 0, 6, 1)
+    got = [epoch_ids(plan, pt(access, "sample", drop_last=True, batch=4), 0, 3, r) for r in range(3)]
+    assert [len(g) for g in got] == [32, 32, 32]  # 103 / 3 ranks = 34 or 35; whole batches of 4 -> 32 each
+    flat = np.concatenate(got)
+    assert len(np.unique(flat)) == len(flat)  # still never a sample twice
 
 
 def run_kernel(tmp_path, *overrides, evict_first=False):
@@ -114,3 +147,68 @@ def test_corrupt_data_fails_the_kernel_with_the_reason(tmp_path):
     with pytest.raises(LaunchError, match="(?s)kernel step failed.*checksum mismatch"):
         _step_runner(spec, tmp_path)("experiments.kernel", [str(tmp_path / "k.json")], 1, "kernel")
     assert not (tmp_path / "res.json").exists()
+
+
+def read_traces(tmp_path, ranks):
+    import pandas as pd
+
+    frames = [pd.read_csv(tmp_path / f"trace-rank{r:05d}.csv") for r in range(ranks)]
+    return pd.concat(frames, ignore_index=True)
+
+
+@pytest.mark.parametrize("fmt", ["tfrecord", "hdf5", "bin"])
+def test_access_log_shows_a_true_shuffle_read_exactly_once(tmp_path, fmt):
+    """With 2 real ranks, shuffle=sample and variable sample sizes, the access logs show: every record of the
+    dataset read exactly once per epoch, by two ranks, in a different order every epoch, each read as large as
+    the record it asked for."""
+    spec, plan, res = run_kernel(tmp_path, f"format={fmt}", "ppn=2", "workload.shuffle=sample",
+                                 "workload.sample_size_stdev=6KiB", "workload.epochs=2", "workload.trace=true")
+    tr = read_traces(tmp_path, 2)
+    reads = tr[tr.op == "read"]
+    assert set(tr.op) == {"read", "open", "close"}
+    assert set(reads["rank"]) == {0, 1}
+    record = plan.record_bytes()
+    orders = []
+    for epoch, e in reads.groupby("epoch"):
+        # (file, offset) identifies a record: every one of the dataset exactly once per epoch
+        keys = list(zip(e.file, e.offset, strict=True))
+        assert len(keys) == len(set(keys)) == spec.samples
+        assert e["size"].sum() == int(record.sum()) == res["epochs"][epoch]["bytes_read"]
+        assert e["size"].nunique() > 10  # variable sizes per sample, not per file
+        orders.append([k for _, k in sorted(zip(e.start_s, keys, strict=True))])
+    assert orders[0] != orders[1]  # a new order each epoch
+    if fmt != "hdf5":  # offsets are file offsets: a shuffled epoch does not read them in increasing order
+        first = reads[(reads.epoch == 0) & (reads["rank"] == 0)].sort_values("start_s")
+        assert not first.offset.is_monotonic_increasing
+
+
+def test_read_threads_read_ahead_while_compute_runs(tmp_path):
+    _, _, inline = run_kernel(tmp_path / "a", "workload.compute_time=0.01", "workload.batch_size=4",
+                              "workload.epochs=1", "workload.cache=warm")
+    _, _, ahead = run_kernel(tmp_path / "b", "workload.compute_time=0.01", "workload.batch_size=4",
+                             "workload.epochs=1", "workload.cache=warm", "workload.read_threads=2",
+                             "workload.prefetch=4")
+    for res in (inline, ahead):
+        assert res["totals"]["bytes_read"] == res["totals"]["bytes_planned"]
+    e_in, e_ahead = inline["epochs"][0], ahead["epochs"][0]
+    # inline, the loop waits for every read; read ahead, it waits for less than the reads took
+    assert e_in["wait_time_s"] >= e_in["io_time_slowest_s"] * 0.9
+    assert e_ahead["wait_time_s"] < e_ahead["io_time_slowest_s"]
+
+
+def test_compute_time_can_vary_per_batch(tmp_path):
+    from experiments.kernel import compute_times
+
+    p = {"compute_time": 0.01, "compute_time_stdev": 0.004, "seed": 1}
+    c = compute_times(p, 0, 0, 2000)
+    assert abs(c.mean() - 0.01) < 0.001 and abs(c.std() - 0.004) < 0.001 and c.min() >= 0
+    assert not np.array_equal(c, compute_times(p, 1, 0, 2000))
+    assert np.all(compute_times({**p, "compute_time_stdev": 0}, 0, 0, 5) == 0.01)
+
+
+def test_drop_last_in_a_real_run(tmp_path):
+    spec, plan, res = run_kernel(tmp_path, "ppn=2", "workload.samples=67", "workload.batch_size=8",
+                                 "workload.drop_last=true", "workload.shuffle=sample", "workload.epochs=1")
+    e = res["epochs"][0]
+    assert e["samples"] == 64 and all(r["samples"] == 32 for r in e["ranks"])
+    assert e["bytes_read"] == e["bytes_planned"]

@@ -124,6 +124,11 @@ class Reader:
         """Bytes one read of sample ``i`` returns (payload plus any inline framing)."""
         raise NotImplementedError
 
+    def record_offset(self, i: int) -> int:
+        """Byte offset in the file where sample ``i``'s read starts (for access logs); -1 where the format's
+        library decides (chunked HDF5)."""
+        return -1
+
     def close(self) -> None:
         raise NotImplementedError
 

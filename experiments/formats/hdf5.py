@@ -35,6 +35,10 @@ class HDF5Reader(Reader):
     def record_bytes(self, i: int) -> int:
         return int(self.offsets[i + 1] - self.offsets[i])
 
+    def record_offset(self, i: int) -> int:
+        base = self._ds.id.get_offset()  # None for chunked storage: HDF5 decides where each chunk lives
+        return -1 if base is None else base + int(self.offsets[i])
+
     def read(self, i: int, out: np.ndarray) -> int:
         a, b = int(self.offsets[i]), int(self.offsets[i + 1])
         try:

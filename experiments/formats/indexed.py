@@ -81,6 +81,9 @@ class IndexedReader(Reader):
     def record_bytes(self, i: int) -> int:
         return int(self.offsets[i + 1] - self.offsets[i])
 
+    def record_offset(self, i: int) -> int:
+        return self._starts[i]
+
     def read(self, i: int, out: np.ndarray) -> int:
         off = self._starts[i]
         span = self._starts[i + 1] - off

@@ -73,6 +73,9 @@ class NPZReader(Reader):
     def record_bytes(self, i: int) -> int:
         return int(self.offsets[i + 1] - self.offsets[i])
 
+    def record_offset(self, i: int) -> int:
+        return self._base + int(self.offsets[i])
+
     def read(self, i: int, out: np.ndarray) -> int:
         a, b = int(self.offsets[i]), int(self.offsets[i + 1])
         n = pread_into(self._fd, out, b - a, self._base + a)

@@ -61,6 +61,9 @@ class TFRecordReader(Reader):
     def record_bytes(self, i: int) -> int:
         return int(self.offsets[i + 1] - self.offsets[i])
 
+    def record_offset(self, i: int) -> int:
+        return int(self.offsets[i])
+
     def read(self, i: int, out: np.ndarray) -> int:
         off, span = int(self.offsets[i]), int(self.offsets[i + 1] - self.offsets[i])
         n = pread_into(self._fd, out, span, off)
