@@ -69,6 +69,7 @@ class IndexedReader(Reader):
         self._check = None if type(self).check is IndexedReader.check else self.check
         self._out: np.ndarray | None = None
         self._view = memoryview(b"")
+        self._span, self._iov = -1, [self._view]
         try:
             self._fd = os.open(self.path, os.O_RDONLY)
         except OSError as e:
@@ -87,9 +88,11 @@ class IndexedReader(Reader):
     def read(self, i: int, out: np.ndarray) -> int:
         off = self._starts[i]
         span = self._starts[i + 1] - off
-        if out is not self._out:  # the kernel reuses one buffer: take its memoryview once
-            self._out, self._view = out, memoryview(out)
-        n = os.preadv(self._fd, [self._view[:span]], off)
+        if out is not self._out or span != self._span:  # the kernel reuses one buffer: build its iovec once
+            if out is not self._out:
+                self._out, self._view = out, memoryview(out)
+            self._span, self._iov = span, [self._view[:span]]
+        n = os.preadv(self._fd, self._iov, off)
         if n != span:
             raise FormatError(f"{self.path}: record {i} truncated: read {n} of {span} bytes at {off}")
         if self._check is not None:

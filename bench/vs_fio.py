@@ -1,0 +1,166 @@
+"""The reader kernel against fio on the same bytes: same file, request size, process count and pattern.
+
+For each request size, one ``bin`` dataset (records of exactly that size back to back in one shared file) is
+generated through ddlio. Then, for each pattern (sequential: each rank reads its contiguous share in order;
+random: ``shuffle=sample``, every record once per epoch in a seeded global order) and cache state (cold: the file
+evicted from the page cache before the run; warm: read once before), the kernel runs as
+``mpiexec -n P python -m experiments.kernel``, and fio replays the very same reads: one psync job per rank with an
+iolog of that rank's requests (offsets, sizes, order, from the kernel's own sampler). They alternate, ``--repeat``
+times.
+
+Both are compared by the same yardstick: bytes delivered / wall time of the reading phase (fio: its aggregate
+bandwidth, bytes / runtime; the kernel: the epoch's bytes / the slowest rank's epoch wall time, which includes
+the loop's own overhead, so the ratio is the kernel's full cost). Medians are printed side by side with the
+kernel/fio ratio, and the last line is ``min ratio: X.XX``.
+
+    python bench/vs_fio.py                         # 4KiB 64KiB 1MiB 16MiB, seq+random, cold+warm, 2 processes
+    python bench/vs_fio.py --sizes 4KiB,256KiB --procs 1 --repeat 5 --data /scratch/me/bench
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from experiments.cache import evict, warm  # noqa: E402
+from experiments.dataset import DatasetPlan, data_files  # noqa: E402
+from experiments.units import format_size, parse_size  # noqa: E402
+
+MIB = 1024 * 1024
+
+
+def point(data: Path, size: int, total: int, procs: int, shuffle: str, cache: str, epochs: int) -> Any:
+    """A validated ddlio point reading ``total`` bytes of ``size``-byte records from one bin file."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from experiments.config import register_configs, validate
+
+    register_configs()
+    samples = max(procs, total // size)
+    overrides = [
+        "format=bin", "access=shared", f"ppn={procs}", f"workload.samples={samples}", f"workload.sample_size={size}",
+        f"workload.samples_per_file={samples}", f"workload.batch_size={max(1, min(64, samples // procs))}",
+        f"workload.epochs={epochs}", f"workload.shuffle={shuffle}", f"workload.cache={cache}",
+        f"data_root={data}", f"db={data / 'bench.db'}",
+    ]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("config", overrides=overrides)
+    return validate(OmegaConf.to_container(cfg, resolve=True), data)
+
+
+def run_kernel(spec: Any, run_dir: Path) -> dict[str, Any]:
+    from experiments.launch import run_point
+
+    rec = run_point(spec.to_dict(), str(run_dir))
+    if rec["kind"] != "ddlio.result":
+        raise SystemExit(f"kernel failed: {rec['error']}")
+    return rec
+
+
+def kernel_bw(rec: dict[str, Any]) -> list[float]:
+    """MiB/s of each epoch: bytes the reads returned / the slowest rank's epoch wall time."""
+    return [e["bytes_read"] / max(r["wall_time_s"] for r in e["ranks"]) / MIB for e in rec["epochs"]]
+
+
+def write_iologs(spec: Any, plan: Any, path: Path, size: int, scratch: Path) -> list[Path]:
+    """One fio iolog (version 2) per rank, replaying exactly the reads the kernel's rank makes in epoch 0:
+    the same offsets, sizes and order (epoch_ids is the kernel's own sampler)."""
+    from experiments.kernel import epoch_ids
+
+    logs = []
+    point = spec.to_dict()
+    for rank in range(spec.ranks):
+        ids = epoch_ids(plan, point, 0, spec.ranks, rank)
+        log = scratch / f"rank{rank}.iolog"
+        with open(log, "w") as f:
+            f.write(f"fio version 2 iolog\n{path} add\n{path} open\n")
+            f.writelines(f"{path} read {int(i) * size} {size}\n" for i in ids)
+            f.write(f"{path} close\n")
+        logs.append(log)
+    return logs
+
+
+def run_fio(path: Path, logs: list[Path], cold: bool, scratch: Path) -> float:
+    """fio's aggregate read bandwidth (MiB/s): one psync job per rank replaying that rank's iolog as fast as it
+    can (replay_no_stall), after evicting the file when cold."""
+    if cold:
+        evict([path])
+    job = scratch / "job.fio"
+    sections = "".join(f"[rank{r}]\nread_iolog={log}\n" for r, log in enumerate(logs))
+    job.write_text(
+        f"[global]\nioengine=psync\ndirect=0\ninvalidate={1 if cold else 0}\nreplay_no_stall=1\n"
+        f"group_reporting=1\nthread=0\n{sections}"
+    )
+    out = subprocess.run(["fio", "--output-format=json", str(job)], capture_output=True, text=True, timeout=900)
+    if out.returncode != 0:
+        raise SystemExit(f"fio failed: {out.stderr.strip() or out.stdout.strip()}")
+    read = json.loads(out.stdout)["jobs"][0]["read"]
+    expected = path.stat().st_size
+    if read["io_bytes"] != expected:
+        raise SystemExit(f"fio read {read['io_bytes']} bytes, the kernel's plan is {expected}")
+    return read["bw_bytes"] / MIB
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="4KiB,64KiB,1MiB,16MiB", help="request sizes (default %(default)s)")
+    ap.add_argument("--total", default="1GiB", help="bytes read per run for sizes >= 64KiB (default %(default)s)")
+    ap.add_argument("--total-small", default="256MiB", help="bytes read per run for smaller sizes")
+    ap.add_argument("--procs", type=int, default=2, help="processes (MPI ranks, fio jobs); default %(default)s")
+    ap.add_argument("--repeat", type=int, default=5, help="runs of each (median reported); default %(default)s")
+    ap.add_argument("--data", help="directory for the datasets (default: a temporary directory, removed after)")
+    args = ap.parse_args(argv)
+    if shutil.which("fio") is None:
+        print("fio not found: apt-get install fio", file=sys.stderr)
+        return 2
+    tmp = None
+    data = Path(args.data) if args.data else Path(tmp := tempfile.mkdtemp(prefix="ddlio-vs-fio-"))
+    rows = []
+    try:
+        for size in [parse_size(s) for s in args.sizes.split(",")]:
+            total = parse_size(args.total if size >= 64 * 1024 else args.total_small)
+            for pattern in ("seq", "random"):
+                for cache in ("cold", "warm"):
+                    spec = point(data, size, total, args.procs, "none" if pattern == "seq" else "sample", cache,
+                                 epochs=1)
+                    plan = DatasetPlan.from_point(spec)
+                    k_bw: list[float] = []
+                    f_bw: list[float] = []
+                    states: set[str] = set()
+                    logs: list[Path] = []
+                    for _ in range(args.repeat):  # alternate: kernel, then fio, on the same file
+                        rec = run_kernel(spec, data / "runs" / spec.point_key)  # generates the file on first use
+                        k_bw += kernel_bw(rec)
+                        states |= {e["cache"] for e in rec["epochs"]}
+                        files = [p for p in data_files(plan) if p.suffix == ".bin"]
+                        logs = logs or write_iologs(spec, plan, files[0], size, data)
+                        if cache == "warm":
+                            warm(files)
+                        f_bw.append(run_fio(files[0], logs, cache == "cold", data))
+                    k, f = statistics.median(k_bw), statistics.median(f_bw)
+                    rows.append((format_size(size), pattern, cache, f, k, k / f, ",".join(sorted(states))))
+                    print(f"{rows[-1][0]:>9} {pattern:>6} {cache:>4}  fio {f:9.1f} MiB/s  kernel {k:9.1f} MiB/s  "
+                          f"ratio {k / f:5.2f}  (kernel cache: {rows[-1][6]})", flush=True)
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print(f"\n{'size':>9} {'pattern':>7} {'cache':>5} {'fio MiB/s':>11} {'kernel MiB/s':>13} {'ratio':>6}")
+    for size, pattern, cache, f, k, r, _ in rows:
+        print(f"{size:>9} {pattern:>7} {cache:>5} {f:11.1f} {k:13.1f} {r:6.2f}")
+    print(f"min ratio: {min(r[5] for r in rows):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
