@@ -230,6 +230,7 @@ class Store:
         if url.get_backend_name() == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         Base.metadata.create_all(self.engine)
+        upgrade_schema(self.engine)
         self.sweep_id: str | None = None
 
     # ------------------------------------------------------------------------------------------- sweeps
@@ -340,6 +341,30 @@ class Store:
     # --------------------------------------------------------------------------------------------- reads
     def session(self) -> Session:
         return Session(self.engine)
+
+
+def upgrade_schema(engine: Engine) -> list[str]:
+    """Bring a store written by an older ddlio up to the current tables: add the columns it lacks (all later
+    additions are nullable: old rows simply have no value there). Returns the columns added."""
+    from sqlalchemy import inspect, text
+
+    insp = inspect(engine)
+    added = []
+    with engine.begin() as conn:
+        for table in Base.metadata.sorted_tables:
+            have = {c["name"] for c in insp.get_columns(table.name)}
+            for col in table.columns:
+                if col.name in have:
+                    continue
+                if not col.nullable:
+                    raise RuntimeError(
+                        f"the results store at {engine.url} predates column {table.name}.{col.name}, which cannot be "
+                        "added to existing rows: use a new db=... (or ingest the old run folders into one)"
+                    )
+                ddl = col.type.compile(dialect=engine.dialect)
+                conn.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{col.name}" {ddl}'))
+                added.append(f"{table.name}.{col.name}")
+    return added
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -26,6 +26,7 @@ from experiments.units import format_size, parse_size
 
 ACCESS_MODES = ("shared", "fpp")
 SHUFFLES = ("none", "file", "sample")
+READERS = ("native", "tf")
 CACHE_POLICIES = ("cold", "warm")
 EXECUTORS = ("local", "slurm")
 #: Largest sample the kernel will hold in one buffer (bytes).
@@ -178,6 +179,8 @@ class DdlioConf:
     db: str = "results.db"
     # re-measure points that are already in the store
     force: bool = False
+    # native: ddlio's own reader; tf: TensorFlow's tf.data (TFRecordDataset, or from_generator for other formats)
+    reader: str = "native"
     # wait for the jobs and store each result as it lands (false: submit and return; rerun to harvest)
     wait: bool = True
     # print what would be submitted (points, resources, sbatch lines) and submit nothing
@@ -242,6 +245,7 @@ class PointSpec:
     read_threads: int = 0
     prefetch: int = 2
     trace: bool = False
+    reader: str = "native"
 
     # ----------------------------------------------------------------------------------------- derived
     @property
@@ -300,6 +304,7 @@ class PointSpec:
             "drop_last": self.drop_last,
             "read_threads": self.read_threads,
             "prefetch": self.prefetch,
+            "reader": self.reader,
             "repeat": self.repeat,
             "cluster": self.cluster.get("name", "local"),
         }
@@ -396,6 +401,16 @@ def resolve_command(word: str) -> str | None:
     return shutil.which(word)
 
 
+def tf_available() -> bool:
+    """True when TensorFlow can be imported (without importing it: that takes seconds)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("tensorflow") is not None
+    except (ImportError, ValueError):  # ValueError: blocked in sys.modules
+        return False
+
+
 def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, overrides: tuple[str, ...] = ()) -> PointSpec:
     """Check one composed config (a plain dict) and freeze it into a :class:`PointSpec`.
 
@@ -484,6 +499,13 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
     if isinstance(samples, int) and samples < ranks:
         problems.append(f"workload.samples={samples} is fewer than the {ranks} ranks: every rank needs a sample")
 
+    reader = cfg.get("reader", "native")
+    if reader not in READERS:
+        problems.append(f"reader={reader!r} is unknown: choose one of {', '.join(READERS)}")
+    elif reader == "tf" and not tf_available():
+        from experiments.tfdata import INSTALL_HINT
+
+        problems.append(INSTALL_HINT)
     repeat = _int_range(problems, "repeat", cfg["repeat"], 0)
     seed = _int_range(problems, "seed", cfg["seed"], 0, 2**63 - 1)
     stripe = cfg["stripe"]
@@ -555,4 +577,5 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
         read_threads=threads,
         prefetch=prefetch,
         trace=bool(w["trace"]),
+        reader=reader,
     )

@@ -212,3 +212,46 @@ def test_drop_last_in_a_real_run(tmp_path):
     e = res["epochs"][0]
     assert e["samples"] == 64 and all(r["samples"] == 32 for r in e["ranks"])
     assert e["bytes_read"] == e["bytes_planned"]
+
+
+def test_reader_tf_without_tensorflow_says_how_to_install_it(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    code = (
+        "import sys; sys.modules['tensorflow'] = None\n"  # TensorFlow not importable, as where it is not installed
+        "sys.path[:0] = [{!r}, {!r}]\n"
+        "from helpers import point\n"
+        "from experiments.errors import ConfigError\n"
+        "try:\n    point(__import__('pathlib').Path({!r}), 'reader=tf')\n"
+        "except ConfigError as e:\n    print('ERROR', e)\n"
+    ).format(str(ROOT), str(ROOT / "tests"), str(tmp_path))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "ERROR reader=tf needs TensorFlow: pip install -e '.[tf]'" in p.stdout, p.stderr
+
+
+tf_installed = pytest.mark.skipif(
+    not __import__("experiments.config", fromlist=["tf_available"]).tf_available(),
+    reason="TensorFlow is not installed (pip install -e '.[tf]'); .ci/run installs it",
+)
+
+
+@tf_installed
+@pytest.mark.parametrize(("fmt", "access"), [("tfrecord", "shared"), ("tfrecord", "fpp"), ("hdf5", "shared"),
+                                             ("png", "fpp")])
+def test_reader_tf_reads_the_plan_with_two_ranks(tmp_path, fmt, access):
+    from experiments.tfdata import TF_OTHER_READS_MAX
+
+    spec, plan, res = run_kernel(tmp_path, "reader=tf", f"format={fmt}", f"access={access}", "ppn=2",
+                                 "workload.shuffle=sample", "workload.sample_size_stdev=2KiB",
+                                 "workload.read_threads=2")
+    for e in res["epochs"]:
+        assert e["samples"] == spec.samples
+        if fmt == "tfrecord":  # counted by the file system (rchar): whole files, plus TF's own few reads
+            assert e["bytes_planned"] == sum(os.path.getsize(plan.file_path(f)) for f in range(plan.num_files))
+            assert e["bytes_planned"] <= e["bytes_read"] <= e["bytes_planned"] + 2 * TF_OTHER_READS_MAX
+        else:  # from_generator over ddlio's readers: their reads, counted exactly
+            assert e["bytes_read"] == e["bytes_planned"] == int(plan.record_bytes().sum())
+        assert all(r["bytes_read"] > 0 for r in e["ranks"])

@@ -104,3 +104,19 @@ def test_summary_and_ingest_commands(tmp_path, analysis):
     missing = analysis("summary", "--db", str(tmp_path / "nope.db"))
     assert missing.returncode == 2 and "no results store" in missing.stderr
     assert not (tmp_path / "nope.db").exists()
+
+
+def test_a_store_from_an_older_ddlio_gains_the_new_columns(tmp_path):
+    """A results.db written before a column existed keeps working: the column is added, old rows keep NULL."""
+    db = tmp_path / "old.db"
+    Store(str(db))
+    with sqlite3.connect(db) as c:  # make it look like an older store: drop two later columns
+        c.execute("ALTER TABLE epochs DROP COLUMN os_read_bytes")
+        c.execute("ALTER TABLE points DROP COLUMN max_rss_kib")
+    spec = point(tmp_path)
+    store = Store(str(db))
+    assert store.record(fake_result(spec))
+    with sqlite3.connect(db) as c:
+        assert c.execute("select os_read_bytes from epochs").fetchone() == (1024,)
+        cols = [r[1] for r in c.execute("pragma table_info(points)")]
+    assert "max_rss_kib" in cols
