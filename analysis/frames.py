@@ -76,6 +76,7 @@ def configs(points: pd.DataFrame, metrics: list[str] | None = None) -> pd.DataFr
     that ``points`` has)."""
     metrics = metrics or [m for m in METRICS if m in points.columns]
     cols = ["config_id", *CONFIG_COLUMNS, "label", "n"] + [f"{m}_{s}" for m in metrics for s in ("mean", "std")]
+    cols.append("striping_applicable")
     if points.empty:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
     g = points.groupby(CONFIG_COLUMNS, sort=True, dropna=False)
@@ -83,6 +84,10 @@ def configs(points: pd.DataFrame, metrics: list[str] | None = None) -> pd.DataFr
     agg.columns = [f"{m}_{s}" for m, s in agg.columns]
     out = agg.reset_index()
     out.insert(len(CONFIG_COLUMNS), "n", g.size().to_numpy())
+    # False when any repetition ran where striping was not applied (not Lustre): its stripe count means nothing
+    applicable = points.get("striping_applicable", pd.Series(True, index=points.index)).fillna(False).astype(bool)
+    out["striping_applicable"] = applicable.groupby([points[c] for c in CONFIG_COLUMNS], sort=True,
+                                                    dropna=False).all().to_numpy()
     out.insert(0, "config_id", np.arange(len(out)))
     label = paper_label(out["nodes"], out["ranks"], out["stripe_count"])
     for dim in varying(out, _LABEL_DIMS):
@@ -140,6 +145,8 @@ def best_per_scale(cfg: pd.DataFrame, by: str = "bandwidth_mib_s") -> pd.DataFra
     layout = best["stripe_count"].map(stripe_name)
     if cfg["stripe_size"].nunique() > 1:
         layout = layout + " " + _dim_text("stripe_size", best["stripe_size"])
+    if "striping_applicable" in best.columns:  # off Lustre every stripe count read the same: name none
+        layout = layout.where(best["striping_applicable"].astype(bool), "any (not Lustre)")
     return best.assign(layout=layout).sort_values(["series", "nodes"]).reset_index(drop=True)
 
 

@@ -332,30 +332,25 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
         if tf is not None:
             tf_out = tfdata.run_epoch(tf, plan, point, epoch, nranks, rank, ids, lanes[0], compute)
             nbytes, wait_ns, m.compute_time_s = tf_out["bytes"], tf_out["wait_ns"], tf_out["compute_s"]
-        elif pool is None:
-            lane = lanes[0]
-            for b in range(nb):
-                t = perf()
-                nbytes += lane.read_range(b * batch, min((b + 1) * batch, len(ids)), ep)
-                wait_ns += perf() - t
-                if fault and epoch == 0:
-                    _inject(fault, rank)
-                if compute[b] > 0:
-                    t = perf()
-                    time.sleep(compute[b])
-                    m.compute_time_s += (perf() - t) / 1e9
         else:
-            def task(b: int, ep: EpochArrays = ep, n: int = len(ids)) -> int:
-                return local.lane.read_range(b * batch, min((b + 1) * batch, n), ep)
+            if pool is None:  # the training loop reads each batch itself
+                def fetch(b: int, ep: EpochArrays = ep, n: int = len(ids)) -> int:
+                    return lanes[0].read_range(b * batch, min((b + 1) * batch, n), ep)
+            else:  # reader threads keep up to `prefetch` batches in flight ahead of the loop
+                def task(b: int, ep: EpochArrays = ep, n: int = len(ids)) -> int:
+                    return local.lane.read_range(b * batch, min((b + 1) * batch, n), ep)
 
-            futures: dict[int, Any] = {}
-            submitted = 0
+                futures: dict[int, Any] = {}
+
+                def fetch(b: int, nb: int = nb, futures: dict[int, Any] = futures) -> int:
+                    for ahead in range(b, min(nb, b + prefetch)):  # batches below b are consumed already
+                        if ahead not in futures:
+                            futures[ahead] = pool.submit(task, ahead)
+                    return futures.pop(b).result()
+
             for b in range(nb):
-                while submitted < nb and submitted < b + prefetch:
-                    futures[submitted] = pool.submit(task, submitted)
-                    submitted += 1
                 t = perf()
-                nbytes += futures.pop(b).result()
+                nbytes += fetch(b)
                 wait_ns += perf() - t
                 if fault and epoch == 0:
                     _inject(fault, rank)

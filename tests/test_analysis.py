@@ -418,3 +418,10 @@ def test_export_csv_and_parquet(tmp_path, capsys):
     assert "needs --out" in capsys.readouterr().err
     assert main(["export", "--db", db, "--table", "epochs", "--out", str(tmp_path / "e.csv")]) == 0
     assert len(pd.read_csv(tmp_path / "e.csv")) == 12
+
+
+def test_best_layout_off_lustre_names_no_stripe_count():
+    pts = points_rows([dict(stripe_count=s, bandwidth_mib_s=bw, fs_type="ext4", striping_applicable=False)
+                       for s, bw in [(1, 50.0), (4, 55.0)]])
+    best = F.best_per_scale(F.configs(pts))
+    assert best["layout"].tolist() == ["any (not Lustre)"]
