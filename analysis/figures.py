@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -202,61 +203,104 @@ class Drawn:
     skipped: str | None = None
 
 
+@dataclass
+class FigureJob:
+    """A figure to draw: its frames are computed, the drawing is deferred (``draw()`` returns the Figure), so
+    figures can be drawn in worker processes. ``skipped`` says why there is nothing to draw."""
+
+    name: str
+    caption: str
+    draw: Callable[[], Figure] | None = None
+    skipped: str | None = None
+
+
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in text).strip("_")
 
 
-def build_figures(points: pd.DataFrame, keys: pd.Series, hists: np.ndarray,
-                  traces: bool = True) -> Iterator[Drawn]:
-    """Every figure for ``points`` (from :func:`analysis.query.analysis_frame`), one at a time, in report order;
-    latency from ``keys``/``hists`` (:func:`analysis.query.hist_frame`). Figures that cannot be drawn are yielded
-    with ``skipped`` set to the reason."""
+def plan_figures(points: pd.DataFrame, keys: pd.Series, hists: np.ndarray, traces: bool = True) -> list[FigureJob]:
+    """Every figure for ``points`` (from :func:`analysis.query.analysis_frame`) in report order, frames computed
+    and drawings deferred; latency from ``keys``/``hists`` (:func:`analysis.query.hist_frame`). Figures that
+    cannot be drawn carry the reason in ``skipped``."""
     if points.empty:
-        yield Drawn("all", "all figures", skipped="no completed points (after --where)")
-        return
+        return [FigureJob("all", "all figures", skipped="no completed points (after --where)")]
+    jobs = []
     cfg = F.configs(points)
     for (fmt, access), _ in cfg.groupby(["format", "access"], sort=True):
-        frame = F.config_bars_frame(cfg, fmt, access)
-        yield Drawn(f"config_{_slug(fmt)}_{_slug(access)}",
-                    f"{fmt}, {access}: bandwidth, IOPS, I/O time and runtime per configuration",
-                    draw_config_bars(frame, f"{fmt}, {access}"))
+        jobs.append(FigureJob(f"config_{_slug(fmt)}_{_slug(access)}",
+                              f"{fmt}, {access}: bandwidth, IOPS, I/O time and runtime per configuration",
+                              partial(draw_config_bars, F.config_bars_frame(cfg, fmt, access), f"{fmt}, {access}")))
     for metric in ("bandwidth_mib_s", "iops"):
-        yield Drawn(f"stripe_{metric}", f"{F.METRICS[metric][0]} against stripe count",
-                    draw_stripe(F.stripe_frame(cfg, metric), metric))
+        jobs.append(FigureJob(f"stripe_{metric}", f"{F.METRICS[metric][0]} against stripe count",
+                              partial(draw_stripe, F.stripe_frame(cfg, metric), metric)))
     best = F.best_per_scale(cfg)
     if best["nodes"].nunique() > 1:
-        yield Drawn("scaling", "scaling with node count, best layout at each scale", draw_scaling(best))
+        jobs.append(FigureJob("scaling", "scaling with node count, best layout at each scale",
+                              partial(draw_scaling, best)))
     else:
-        yield Drawn("scaling", "scaling with node count",
-                    skipped=f"one node count measured ({int(best['nodes'].iloc[0])}): nothing to scale")
-    yield Drawn("best_heatmap", "best stripe layout per format × access and node count",
-                draw_heatmap(*F.heatmap_frame(best)))
+        jobs.append(FigureJob("scaling", "scaling with node count",
+                              skipped=f"one node count measured ({int(best['nodes'].iloc[0])}): nothing to scale"))
+    jobs.append(FigureJob("best_heatmap", "best stripe layout per format × access and node count",
+                          partial(draw_heatmap, *F.heatmap_frame(best))))
     lat = F.latency_frame(points, keys, hists)
     if lat.empty:
-        yield Drawn("latency", "read-latency distribution", skipped="no latency histograms stored")
+        jobs.append(FigureJob("latency", "read-latency distribution", skipped="no latency histograms stored"))
     else:
-        yield Drawn("latency", "read-latency distribution", draw_latency(lat))
+        jobs.append(FigureJob("latency", "read-latency distribution", partial(draw_latency, lat)))
     if not traces:
-        return
+        return jobs
     found = F.find_traces(points)
     if found.empty:
-        yield Drawn("access_pattern", "access pattern",
-                    skipped="no access logs (trace*.csv) in the points' run folders: run the sweep with trace=true")
-        return
+        jobs.append(FigureJob("access_pattern", "access pattern", skipped="no access logs (trace*.csv) in the "
+                              "points' run folders: run the sweep with trace=true"))
+        return jobs
     for row in found.head(MAX_TRACES).itertuples(index=False):
         name = f"access_{row.point_key}_{_slug(Path(row.path).stem)}"
+        caption = f"access pattern of {row.label}"
         try:
             tr = F.trace_frame(row.path)
         except (ValueError, OSError, pd.errors.ParserError) as e:
-            yield Drawn(name, f"access pattern of {row.label}", skipped=str(e))
+            jobs.append(FigureJob(name, caption, skipped=str(e)))
             continue
         if tr.empty:
-            yield Drawn(name, f"access pattern of {row.label}", skipped=f"{row.path}: no reads logged")
-            continue
-        yield Drawn(name, f"access pattern of {row.label}", draw_access_pattern(tr, row.label))
+            jobs.append(FigureJob(name, caption, skipped=f"{row.path}: no reads logged"))
+        else:
+            jobs.append(FigureJob(name, caption, partial(draw_access_pattern, tr, row.label)))
     if len(found) > MAX_TRACES:
-        yield Drawn("access_more", "access pattern",
-                    skipped=f"{len(found) - MAX_TRACES} more access logs not drawn (narrow with --where)")
+        jobs.append(FigureJob("access_more", "access pattern", skipped=f"{len(found) - MAX_TRACES} more access "
+                              "logs not drawn (narrow with --where)"))
+    return jobs
+
+
+def build_figures(points: pd.DataFrame, keys: pd.Series, hists: np.ndarray,
+                  traces: bool = True) -> Iterator[Drawn]:
+    """Every figure of :func:`plan_figures`, drawn one at a time in this process, in report order."""
+    for job in plan_figures(points, keys, hists, traces):
+        yield Drawn(job.name, job.caption, job.draw() if job.draw else None, job.skipped)
+
+
+def _draw_and_save(job: FigureJob, out: Path, formats: tuple[str, ...]) -> list[Path]:
+    fig = job.draw()
+    return save(fig, out, job.name, formats)
+
+
+def render(jobs: list[FigureJob], out: Path, formats: tuple[str, ...] = ("png", "svg"),
+           workers: int | None = None) -> list[tuple[FigureJob, list[Path]]]:
+    """Draw and save every job that has a drawing, in ``workers`` processes (default: one per CPU; drawing is
+    CPU-bound and matplotlib holds the GIL). Returns (job, written paths) in job order."""
+    import os
+
+    todo = [j for j in jobs if j.draw is not None]
+    workers = max(1, min(workers or os.cpu_count() or 1, len(todo)))
+    if workers == 1:
+        return [(j, _draw_and_save(j, out, formats)) for j in todo]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("fork")  # workers inherit the frames: nothing big is pickled back
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        paths = list(pool.map(_draw_and_save, todo, [out] * len(todo), [formats] * len(todo)))
+    return list(zip(todo, paths, strict=True))
 
 
 def save(fig: Figure, out: Path, name: str, formats: tuple[str, ...] = ("png", "svg"), dpi: int = 100) -> list[Path]:
@@ -285,6 +329,7 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="figures", help="directory for the figures (default: ./figures)")
     parser.add_argument("--where", help="pandas filter over point columns, e.g. \"format == 'hdf5' and nodes >= 2\"")
     parser.add_argument("--vector", choices=("svg", "pdf"), default="svg", help="vector format besides PNG")
+    parser.add_argument("--jobs", type=int, help="processes drawing figures (default: one per CPU)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -296,14 +341,15 @@ def main(args: argparse.Namespace) -> int:
     keys, hists = hist_frame(store, points["point_key"].tolist())
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    written = skipped = 0
-    for d in build_figures(points, keys, hists):
-        if d.figure is None:
-            print(f"skipped {d.name}: {d.skipped}")
+    jobs = plan_figures(points, keys, hists)
+    skipped = 0
+    for job in jobs:
+        if job.draw is None:
+            print(f"skipped {job.name}: {job.skipped}")
             skipped += 1
-            continue
-        paths = save(d.figure, out, d.name, ("png", args.vector))
-        print(f"wrote {', '.join(str(p) for p in paths)}  ({d.caption})")
-        written += 1
+    done = render(jobs, out, ("png", args.vector), workers=args.jobs)
+    for job, paths in done:
+        print(f"wrote {', '.join(str(p) for p in paths)}  ({job.caption})")
+    written = len(done)
     print(f"{written} figures in {out} from {len(points)} completed points; {skipped} skipped")
     return 0 if written else 1

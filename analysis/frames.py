@@ -167,12 +167,14 @@ def latency_frame(points: pd.DataFrame, keys: pd.Series, hists: np.ndarray) -> p
     cols = ["series", "bucket", "latency_us", "upper_us", "reads", "fraction", "cdf"]
     if points.empty or hists.size == 0:
         return pd.DataFrame(columns=cols)
-    row_of = pd.Series(np.arange(len(keys)), index=keys.to_numpy())
-    pts = points[points["point_key"].isin(row_of.index)]
+    # each point's row in ``hists`` (a hash lookup on object arrays: isin on arrow strings is slow at 100k)
+    row = pd.Index(keys.to_numpy(dtype=object)).get_indexer(points["point_key"].to_numpy(dtype=object))
+    pts = points[row >= 0]
+    row = row[row >= 0]
     names = series_name(pts, ["format", "access"], exclude=["stripe_size", "sample_size", "workload", "ppn"])
     parts = []
-    for name, idx in pts.groupby(names, sort=True).groups.items():
-        h = hists[row_of[pts.loc[idx, "point_key"]].to_numpy()].sum(axis=0)
+    for name, idx in pts.groupby(names, sort=True).indices.items():
+        h = hists[row[idx]].sum(axis=0)
         nz = np.flatnonzero(h)
         if len(nz) == 0:
             continue

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
 import sys
 import tempfile
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from analysis import guidelines as G
-    from analysis.figures import build_figures, save
+    from analysis.figures import plan_figures, render
     from analysis.query import analysis_frame, hist_frame
     from analysis.store import open_store
 
@@ -140,12 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         out = root / "fig"
         out.mkdir(exist_ok=True)
         t = time.perf_counter()
-        drawn = 0
-        for d in build_figures(points, keys, hists):
-            if d.figure is not None:
-                save(d.figure, out, d.name)
-                drawn += 1
-        rows.append((f"figures ({drawn} drawn, PNG + SVG)", time.perf_counter() - t))
+        drawn = len(render(plan_figures(points, keys, hists), out, ("png", "svg")))
+        rows.append((f"figures ({drawn} drawn, PNG + SVG, {os.cpu_count()} processes)", time.perf_counter() - t))
 
         total = sum(s for _, s in rows)
         width = max(len(r[0]) for r in rows) + 2
