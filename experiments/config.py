@@ -27,6 +27,7 @@ from experiments.units import format_size, parse_size
 ACCESS_MODES = ("shared", "fpp")
 SHUFFLES = ("none", "file", "sample")
 READERS = ("native", "tf")
+ORDERS = ("given", "random")
 CACHE_POLICIES = ("cold", "warm")
 EXECUTORS = ("local", "slurm")
 #: Largest sample the kernel will hold in one buffer (bytes).
@@ -187,6 +188,8 @@ class DdlioConf:
     dry_run: bool = False
     # rerun points stored as failed
     retry_failed: bool = True
+    # order in which points run: given (as composed) | random (seeded shuffle: drift cannot pose as an effect)
+    order: str = "given"
 
 
 def register_configs() -> None:
@@ -499,6 +502,8 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
     if isinstance(samples, int) and samples < ranks:
         problems.append(f"workload.samples={samples} is fewer than the {ranks} ranks: every rank needs a sample")
 
+    if cfg.get("order", "given") not in ORDERS:
+        problems.append(f"order={cfg.get('order')!r} is unknown: choose one of {', '.join(ORDERS)}")
     reader = cfg.get("reader", "native")
     if reader not in READERS:
         problems.append(f"reader={reader!r} is unknown: choose one of {', '.join(READERS)}")

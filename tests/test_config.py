@@ -167,3 +167,9 @@ def test_help_is_fast_and_does_not_import_heavy_modules(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert f"format: {', '.join(sorted(FORMATS))}" in p.stdout
     assert "HEAVY []" in p.stdout
+
+
+def test_a_bad_override_in_a_sweep_stops_it_before_anything_runs(sweep, tmp_path):
+    p = sweep("-m", "format=hdf5,npz", "workload.sampels=1,2", timeout=120)
+    assert p.returncode != 0 and "Key 'sampels' not in 'WorkloadConf'" in p.stderr
+    assert not (tmp_path / "r.db").exists() and not (tmp_path / "data").exists()

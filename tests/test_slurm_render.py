@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from experiments.slurm import executor_parameters, render_sbatch, resources
 from helpers import point
 
@@ -46,3 +48,23 @@ def test_dry_run_prints_the_sbatch_lines_and_writes_nothing(sweep, tmp_path):
     assert "#SBATCH --nodes=2" in p.stdout and "#SBATCH --ntasks-per-node=2" in p.stdout
     assert "srun --mpi=pmi2 --kill-on-bad-exit=1 -N 2 -n 4 --ntasks-per-node=2" in p.stdout
     assert not (tmp_path / "r.db").exists() and not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize(("preset", "points"), [("paper_formats", 54), ("paper_scaling", 180), ("deepgalaxy", 1)])
+def test_experiment_presets_compose(sweep, tmp_path, preset, points):
+    p = sweep("-m", f"+experiment={preset}", "dry_run=true", timeout=120)
+    if preset == "deepgalaxy" and p.returncode == 2 and "needs TensorFlow" in p.stderr:
+        pytest.skip("TensorFlow is not installed (the deepgalaxy preset reads through tf.data)")
+    assert p.returncode == 0, p.stderr
+    assert f"dry run: {points} point(s)" in p.stdout
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_random_order_is_seeded(sweep):
+    runs = [sweep("-m", "format=hdf5,npz,tfrecord", "repeat=0,1", "order=random", "workload=tiny", "dry_run=true")
+            for _ in range(2)]
+    keys = [[ln.split("key ")[1].split()[0] for ln in r.stdout.splitlines() if " key " in ln] for r in runs]
+    assert keys[0] == keys[1] and len(keys[0]) == 6
+    given = sweep("-m", "format=hdf5,npz,tfrecord", "repeat=0,1", "workload=tiny", "dry_run=true")
+    in_order = [ln.split("key ")[1].split()[0] for ln in given.stdout.splitlines() if " key " in ln]
+    assert sorted(in_order) == sorted(keys[0]) and in_order != keys[0]
