@@ -141,6 +141,12 @@ def _separate(ranked: list[_Cand], st: Settings, what: str) -> tuple[str, str]:
     return "", ""
 
 
+def _measured(points: pd.DataFrame, st: Settings) -> tuple[pd.DataFrame, bool]:
+    """The points that have the metric, with their sample-size class; and whether stripe sizes vary."""
+    pts = points[points[st.metric].notna()].assign(size_class=size_class(points["sample_size"]))
+    return pts, pts["stripe_size"].nunique() > 1
+
+
 def layout_guidelines(points: pd.DataFrame, st: Settings | None = None) -> pd.DataFrame:
     """One row per scenario (:data:`LAYOUT_COLUMNS`): the best stripe layout, its gain over the baseline in percent
     with a bootstrap CI, and the verdict with its reason. Means and bounds are in the metric's unit."""
@@ -148,8 +154,7 @@ def layout_guidelines(points: pd.DataFrame, st: Settings | None = None) -> pd.Da
     rng = np.random.default_rng(st.seed)
     if points.empty:
         return pd.DataFrame(columns=LAYOUT_COLUMNS)
-    pts = points[points[st.metric].notna()].assign(size_class=size_class(points["sample_size"]))
-    sizes_vary = pts["stripe_size"].nunique() > 1
+    pts, sizes_vary = _measured(points, st)
     rows = []
     for key, sc in pts.groupby(SCENARIO, sort=True):
         row: dict[str, Any] = dict(zip(SCENARIO, key, strict=True))
@@ -240,8 +245,7 @@ def format_guidelines(points: pd.DataFrame, st: Settings | None = None) -> pd.Da
     rng = np.random.default_rng(st.seed + 1)
     if points.empty:
         return pd.DataFrame(columns=FORMAT_COLUMNS)
-    pts = points[points[st.metric].notna()].assign(size_class=size_class(points["sample_size"]))
-    sizes_vary = pts["stripe_size"].nunique() > 1
+    pts, sizes_vary = _measured(points, st)
     rows = []
     for key, sc in pts.groupby(FORMAT_SCENARIO, sort=True):
         row: dict[str, Any] = dict(zip(FORMAT_SCENARIO, key, strict=True))

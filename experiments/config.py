@@ -74,17 +74,19 @@ class BinConf(FormatConf):
 
 
 @dataclass
-class JPEGConf(FormatConf):
-    name: str = "jpeg"
+class ImageConf(FormatConf):
     # also decode every image (Pillow, fully) inside the timed read, as a loader's decode step
     decode: bool = False
 
 
 @dataclass
-class PNGConf(FormatConf):
+class JPEGConf(ImageConf):
+    name: str = "jpeg"
+
+
+@dataclass
+class PNGConf(ImageConf):
     name: str = "png"
-    # also decode every image (Pillow, fully) inside the timed read, as a loader's decode step
-    decode: bool = False
 
 
 @dataclass
