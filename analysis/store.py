@@ -97,6 +97,10 @@ class Point(Base):
     job_state: Mapped[str | None] = mapped_column(String(32))
     run_dir: Mapped[str | None] = mapped_column(Text)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
+    # a job went out for this point and its outcome has not been stored yet (harvest or re-attach, never resubmit)
+    pending: Mapped[bool | None] = mapped_column(Boolean)
+    # the stored measurement's own id (from the kernel), for idempotent ingest
+    result_id: Mapped[str | None] = mapped_column(String(64))
     submitted_utc: Mapped[dt.datetime | None] = mapped_column(DateTime)
     finished_utc: Mapped[dt.datetime | None] = mapped_column(DateTime)
     # --- configuration
@@ -208,6 +212,17 @@ def _nan_to_none(v: Any) -> Any:
     return None if isinstance(v, float) and v != v else v
 
 
+def _json_safe(obj: Any) -> Any:
+    """``obj`` with NaN and infinities replaced by None at any depth (strict JSON: PostgreSQL refuses NaN)."""
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
 def db_url(db: str) -> str:
     """A SQLAlchemy URL for ``db``: a URL is kept, a path becomes ``sqlite:///<absolute path>``."""
     if "://" in db:
@@ -253,12 +268,14 @@ class Store:
 
     # ------------------------------------------------------------------------------------------ tracker
     def lookup(self, point_key: str) -> dict[str, Any] | None:
-        """``{"status", "job_id", "run_dir"}`` of a stored point, or None."""
+        """``{"status", "job_id", "run_dir", "pending"}`` of a stored point, or None."""
         with Session(self.engine) as s:
             row = s.execute(
-                select(Point.status, Point.job_id, Point.run_dir).where(Point.point_key == point_key)
+                select(Point.status, Point.job_id, Point.run_dir, Point.pending).where(Point.point_key == point_key)
             ).first()
-        return None if row is None else {"status": row.status, "job_id": row.job_id, "run_dir": row.run_dir}
+        if row is None:
+            return None
+        return {"status": row.status, "job_id": row.job_id, "run_dir": row.run_dir, "pending": bool(row.pending)}
 
     def is_done(self, point_key: str) -> bool:
         with Session(self.engine) as s:
@@ -283,6 +300,7 @@ class Store:
             if row.status != "completed":
                 row.status = "submitted"
             row.job_id, row.run_dir, row.job_state = job_id, run_dir, "SUBMITTED"
+            row.pending = True
             row.attempts = (row.attempts or 0) + 1
             row.submitted_utc = _now()
             row.sweep_id = self.sweep_id or row.sweep_id
@@ -292,6 +310,7 @@ class Store:
         with Session(self.engine) as s, s.begin():
             row = self._point_row(s, record["point"])
             finished = _parse_utc(record.get("finished_utc"))
+            row.pending = False  # whatever it says, this is the outcome of the job that went out
             if record["kind"] == "ddlio.failure":
                 if row.status == "completed" or (row.status == "failed" and row.finished_utc == finished):
                     return False
@@ -300,8 +319,12 @@ class Store:
                 row.finished_utc = finished
                 row.run_dir = record.get("run_dir") or row.run_dir
                 return True
-            if row.status == "completed" and row.finished_utc == finished:
-                return False
+            if row.status == "completed":
+                rid = record.get("result_id")
+                same = row.result_id == rid if rid else row.finished_utc == finished
+                older = finished is not None and row.finished_utc is not None and finished < row.finished_utc
+                if same or older:  # already stored, or an older measurement than the stored one
+                    return False
             self._store_result(s, row, record, finished)
             return True
 
@@ -318,7 +341,8 @@ class Store:
         row.layout = rec.get("layout")
         row.striping_applicable = bool(rec.get("layout", {}).get("applicable"))
         row.mpi_library = rec.get("mpi_library")
-        row.result = {k: v for k, v in rec.items() if k not in ("epochs", "point")}
+        row.result = _json_safe({k: v for k, v in rec.items() if k not in ("epochs", "point")})
+        row.result_id = rec.get("result_id")
         env = rec.get("env")
         if env:
             env_id = hashlib.sha256(json.dumps(env, sort_keys=True, default=str).encode()).hexdigest()[:20]
@@ -334,7 +358,7 @@ class Store:
         s.flush()
         for e in rec["epochs"]:
             row.epoch_rows.append(Epoch(
-                epoch=e["epoch"], hist=e["hist"], rank_rows=e.get("ranks", []),
+                epoch=e["epoch"], hist=e["hist"], rank_rows=_json_safe(e.get("ranks", [])),
                 **{c: _nan_to_none(e.get(c)) for c in _EPOCH_COLUMNS},
             ))
 

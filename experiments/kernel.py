@@ -20,6 +20,7 @@ import socket
 import sys
 import time
 import traceback
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -110,33 +111,57 @@ class Lane:
         self.trace = trace
         self.meta_events: list[tuple[int, int, int, str]] = []  # (start ns, duration ns, file, op)
 
+    def _reader(self, f: int) -> Any:
+        """The open reader of file ``f``, opening it (a timed metadata op) on first use."""
+        r = self.readers.get(f)
+        if r is None:
+            t = time.perf_counter_ns()
+            r = self.readers[f] = self.fmt.open(self.paths[f])
+            dt = time.perf_counter_ns() - t
+            self.meta_ns += dt
+            self.opens += 1
+            if self.trace:
+                self.meta_events.append((t, dt, f, "open"))
+        return r
+
     def read_range(self, k0: int, k1: int, ep: EpochArrays) -> int:
         """Read samples k0..k1-1 of the epoch's order; returns the bytes the reads returned."""
-        # the hot loop: locals only, bound methods, Python lists (no numpy scalars), one read call per sample
+        # the hot loops: locals only, bound methods, Python lists (no numpy scalars), one read call per sample;
+        # the lean one when nothing but latency is kept
         perf = time.perf_counter_ns
-        readers, buf, fo, lo, lat, trace = self.readers, self.buf, ep.fo, ep.lo, ep.lat, self.trace
+        buf, fo, lo, lat, start = self.buf, ep.fo, ep.lo, ep.lat, ep.start
         nbytes = 0
         last_f, read = -1, None
+        if not start:
+            for k in range(k0, k1):
+                f = fo[k]
+                if f != last_f:
+                    last_f, read = f, self._reader(f).read
+                t = perf()
+                nbytes += read(lo[k], buf)
+                lat[k] = perf() - t
+            return nbytes
+        size = ep.size
         for k in range(k0, k1):
             f = fo[k]
             if f != last_f:
-                r = readers.get(f)
-                if r is None:
-                    t = perf()
-                    r = readers[f] = self.fmt.open(self.paths[f])
-                    dt = perf() - t
-                    self.meta_ns += dt
-                    self.opens += 1
-                    if trace:
-                        self.meta_events.append((t, dt, f, "open"))
-                last_f, read = f, r.read
+                last_f, read = f, self._reader(f).read
             t = perf()
             n = read(lo[k], buf)
             lat[k] = perf() - t
+            start[k] = t
             nbytes += n
-            if trace:
-                ep.start[k], ep.size[k], ep.offset[k] = t, n, r.record_offset(lo[k])
+            if size:
+                size[k] = n
         return nbytes
+
+    def record_offsets(self, ep: EpochArrays) -> None:
+        """For the access log: the file offset of every read, asked of the readers after the epoch (not in
+        the timed loop), before they are closed."""
+        for k, (f, i) in enumerate(zip(ep.fo, ep.lo, strict=True)):
+            r = self.readers.get(f)
+            if r is not None and ep.offset[k] == -2:
+                ep.offset[k] = r.record_offset(i)
 
     def close_all(self) -> None:
         perf = time.perf_counter_ns
@@ -151,18 +176,31 @@ class Lane:
 
 
 class EpochArrays:
-    """Per-sample arrays of one epoch on one rank: file and local index of each read, latency (ns), and for
-    the access log start time (perf_counter ns), bytes and file offset."""
+    """Per-sample arrays of one epoch on one rank: file and local index of each read, latency (ns); start time
+    (perf_counter ns) when reads overlap (reader threads) or are logged; bytes and file offset when logged."""
 
-    def __init__(self, plan: DatasetPlan, ids: np.ndarray, trace: bool) -> None:
+    def __init__(self, plan: DatasetPlan, ids: np.ndarray, trace: bool, starts_needed: bool = False) -> None:
         starts = plan.file_starts
         file_of = np.searchsorted(starts, ids, side="right") - 1
         self.ids = ids
         self.fo, self.lo = file_of.tolist(), (ids - starts[file_of]).tolist()
         n = len(ids)
         self.lat = [0] * n  # read latencies, ns (a list: cheaper to fill from the hot loop than an ndarray)
-        m = n if trace else 0
-        self.start, self.size, self.offset = [0] * m, [0] * m, [0] * m
+        self.start = [0] * n if (trace or starts_needed) else []
+        self.size = [0] * n if trace else []
+        self.offset = [-2] * n if trace else []  # -2: not asked yet
+
+
+def busy_ns(start: np.ndarray, dur: np.ndarray) -> int:
+    """Length of the union of the intervals [start, start + dur) in ns: the time at least one read was in
+    flight, as Darshan counts a rank's I/O time when its reads overlap (threads)."""
+    if len(start) == 0:
+        return 0
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], start[order] + dur[order]
+    reach = np.maximum.accumulate(e)  # the furthest end among reads started so far
+    prev = np.concatenate(([s[0]], reach[:-1]))
+    return int(np.maximum(0, e - np.maximum(s, prev)).sum())  # each read adds only what extends the union
 
 
 def read_proc_io() -> dict[str, int]:
@@ -190,18 +228,28 @@ def _prepare_cache(policy: str, epoch: int, files: list[Path], leader: bool) -> 
 
 
 def _cache_state(policy: str, reports: list[dict[str, Any]]) -> tuple[str, float, float, str]:
-    before = max(r["before"] for r in reports)
-    after = max(r["after"] for r in reports)
+    """The epoch's cache label from every node leader's report: ``cold`` only if every node's eviction was
+    verified, ``warm`` only if every node holds the whole dataset, else ``unknown`` with the reason. The
+    residencies returned are the worst over nodes (NaN where any node could not measure)."""
+    def worst(key: str, pick: Any) -> float:
+        vals = [r[key] for r in reports]
+        return float("nan") if any(v != v for v in vals) else pick(vals)
+
+    before = worst("before", max)
     note = "; ".join(r["error"] for r in reports if r.get("error"))
     if policy == "warm":
-        return "warm", before, after, note
-    if after == after and after <= COLD_TOLERANCE:  # not NaN, and (almost) nothing left cached
+        after = worst("after", min)
+        if after == after and after >= 1 - COLD_TOLERANCE and not note:
+            return "warm", before, after, note
+        return "unknown", before, after, note or (
+            "residency could not be measured (mincore)" if after != after
+            else f"only {after:.1%} of the dataset is cached (larger than the page cache?)")
+    after = worst("after", max)
+    if after == after and after <= COLD_TOLERANCE and not note:  # measured everywhere, (almost) nothing cached
         return "cold", before, after, note
-    note = note or (
+    return "unknown", before, after, note or (
         "residency could not be measured (mincore)" if after != after
-        else f"{after:.1%} of the dataset stayed cached after eviction"
-    )
-    return "unknown", before, after, note
+        else f"{after:.1%} of the dataset stayed cached after eviction")
 
 
 def guarded_barrier(comm: Any, timeout_s: float, what: str) -> None:
@@ -299,6 +347,13 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
                 local.lane = lanes[next(counter)]
 
         pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ddlio-reader", initializer=_bind)
+    # run the format's read path once before anything is measured, so the libraries it loads lazily (h5py's
+    # modules, Pillow's codecs) are not read from storage inside an epoch; eviction comes after this
+    if tf is None and plan.samples:
+        with fmt.open(paths[0]) as r:
+            if r.num_samples:
+                r.read(0, lanes[0].buf)
+        pagecache.evict([paths[0], *fmt.sidecars(paths[0])])  # and leave no trace of it in the page cache
     # a common time base for access logs: wall-clock ns of rank 0 at the start, mapped from each rank's perf clock
     guarded_barrier(comm, guard_s, "the start")
     perf0, wall0 = time.perf_counter_ns(), time.time_ns()
@@ -310,7 +365,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
     planned: list[int] = []
     for epoch in range(point["epochs"]):
         ids = epoch_ids(plan, point, epoch, nranks, rank)
-        ep = EpochArrays(plan, ids, trace)
+        ep = EpochArrays(plan, ids, trace, starts_needed=threads > 0)
         nb = -(-len(ids) // batch)
         compute = compute_times(point, epoch, rank, nb).tolist()
         report = _prepare_cache(policy, epoch, files, leader)
@@ -343,7 +398,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
                 futures: dict[int, Any] = {}
 
                 def fetch(b: int, nb: int = nb, futures: dict[int, Any] = futures) -> int:
-                    for ahead in range(b, min(nb, b + prefetch)):  # batches below b are consumed already
+                    for ahead in range(b, min(nb, b + 1 + prefetch)):  # b, and `prefetch` batches ahead of it
                         if ahead not in futures:
                             futures[ahead] = pool.submit(task, ahead)
                     return futures.pop(b).result()
@@ -358,7 +413,9 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
                     t = perf()
                     time.sleep(compute[b])
                     m.compute_time_s += (perf() - t) / 1e9
-        for lane in lanes:  # every batch's reads have returned: close the files each lane opened
+        for lane in lanes:  # every batch's reads have returned: log offsets, close the files each lane opened
+            if trace:
+                lane.record_offsets(ep)
             lane.close_all()
         m.wall_time_s = (perf() - t_epoch) / 1e9
         m.os_read_bytes = read_proc_io().get("read_bytes", 0) - io0.get("read_bytes", 0)
@@ -369,7 +426,12 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
         m.meta_ops = 2 * opens  # one open and one close per file a lane touched (tf.data's are not seen)
         # per-read latencies; with reader=tf, per-batch waits (tf.data hides the individual reads)
         lat = np.asarray(ep.lat if tf_out is None else tf_out["lat"], dtype=np.int64)
-        m.read_time_s = float(lat.sum()) / 1e9
+        if tf_out is not None:  # tf.data overlaps its reads with everything: its I/O time is the epoch's wall
+            m.read_time_s = m.wall_time_s
+        elif threads:  # overlapping reads of the reader threads count once, as Darshan counts them
+            m.read_time_s = busy_ns(np.asarray(ep.start, dtype=np.int64), lat) / 1e9
+        else:
+            m.read_time_s = float(lat.sum()) / 1e9
         m.meta_time_s = sum(lane.meta_ns for lane in lanes) / 1e9
         m.wait_time_s = wait_ns / 1e9
         m.hist = histogram(lat).tolist()
@@ -390,7 +452,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
     if pool is not None:
         pool.shutdown()
     if trace:
-        _write_trace(Path(spec["result_path"]).parent / f"trace-rank{rank:05d}.csv", trace_rows)
+        res = Path(spec["result_path"])  # a rerun with --result logs beside the original's logs, not over them
+        _write_trace(res.parent / f"trace-{spec.get('trace_prefix', '')}rank{rank:05d}.csv", trace_rows)
 
     own = {
         "rank": rank,
@@ -439,6 +502,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
     return {
         "kind": "ddlio.result",
         "version": 1,
+        "result_id": uuid.uuid4().hex,
         "point_key": point["point_key"],
         "dataset_key": plan.key,
         "ranks": nranks,
@@ -461,6 +525,7 @@ def main(argv: list[str]) -> int:
     spec = json.loads(Path(spec_path).read_text())
     if len(argv) == 3 and argv[1] == "--result":
         spec["result_path"] = argv[2]
+        spec["trace_prefix"] = Path(argv[2]).stem + "-"
     from mpi4py import MPI
 
     rank = MPI.COMM_WORLD.rank

@@ -99,6 +99,7 @@ def run_point(point: dict[str, Any], run_dir: str) -> dict[str, Any]:
             lambda plan_path, ranks: step("experiments.dataset", [plan_path], ranks, "generate"),
             spec.ranks,
         )
+        (rd / "kernel-result.json").unlink(missing_ok=True)  # only this run's kernel may leave one
         kernel_spec = {"point": point, "plan": plan.to_dict(), "result_path": str(rd / "kernel-result.json")}
         write_json_atomic(rd / "kernel.json", kernel_spec)
         step("experiments.kernel", [str(rd / "kernel.json")], spec.ranks, "kernel")
@@ -137,7 +138,12 @@ def run_point(point: dict[str, Any], run_dir: str) -> dict[str, Any]:
 JOB = "job.json"
 LOCAL_POLL_S = 0.05
 FILE_POLL_S = 0.5
+#: how often the driver looks at a Slurm sweep's run folders and asks sacct (stat load on a parallel file system)
 STATE_POLL_S = 2.0
+#: a job that neither sacct nor squeue knows for this long (purged, or no accounting) ended without telling us
+VANISH_S = 120.0
+#: points per job array (Slurm's default MaxArraySize is 1001)
+MAX_ARRAY = 1000
 #: after Slurm says a job ended, how long to wait for its result file to appear (shared file-system lag)
 RESULT_GRACE_S = 10.0
 
@@ -165,6 +171,7 @@ class Pending:
     job_id: str
     run_dir: Path
     ended_at: float | None = None  # when Slurm first reported a terminal state without a result file
+    missing_since: float | None = None  # when Slurm first stopped knowing the job
     state: str = "PENDING"
 
 
@@ -176,11 +183,12 @@ def read_record(run_dir: Path) -> dict[str, Any] | None:
     """The result or failure record a job left in its run folder, if any."""
     for name in (RESULT, FAILURE):
         p = run_dir / name
-        if p.is_file():
-            try:
-                return json.loads(p.read_text())
-            except ValueError:
-                return None  # being written: atomic rename makes this transient
+        try:
+            return json.loads(p.read_text())
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError):
+            return None  # being replaced, or a stale handle on a shared file system: look again later
     return None
 
 
@@ -214,15 +222,28 @@ def _job_info(run_dir: Path) -> dict[str, Any]:
         return {}
 
 
+def _archive_outcome(rd: Path) -> None:
+    """Move a previous attempt's outcome out of the way (into ``attempts/NNN/``), so that any result file found
+    later is this submission's and nothing an earlier job wrote is ever deleted."""
+    old = [rd / n for n in (RESULT, FAILURE, "kernel-result.json", JOB)] + sorted(rd.glob("trace-*.csv"))
+    old = [p for p in old if p.exists()]
+    if not old:
+        return
+    attempts = rd / "attempts"
+    n = len(list(attempts.glob("*"))) if attempts.exists() else 0
+    dest = attempts / f"{n:03d}"
+    dest.mkdir(parents=True, exist_ok=True)
+    for p in old:
+        os.replace(p, dest / p.name)
+
+
 def _prepare_run_dir(spec: PointSpec) -> Path:
-    """Empty the point's previous outcome (so any result file found later is this submission's) and write the
-    standalone reproducer."""
+    """Archive the point's previous outcome and write the standalone reproducer."""
     from experiments.slurm import render_sbatch
 
     rd = run_dir_for(spec)
     rd.mkdir(parents=True, exist_ok=True)
-    for stale in (RESULT, FAILURE):
-        (rd / stale).unlink(missing_ok=True)
+    _archive_outcome(rd)
     c = spec.cluster
     (rd / "repro.sbatch").write_text(render_sbatch(
         label=spec.label, run_dir=str(rd), nodes=spec.nodes, ppn=spec.ppn,
@@ -273,57 +294,68 @@ def _plan(points: Sequence[PointSpec], tracker: Tracker, force: bool, retry_fail
     jobs, and return (to submit, to wait for)."""
     submit: list[PointSpec] = []
     attach: list[Pending] = []
-    slurm_ids: dict[str, tuple[PointSpec, str, Path]] = {}
+    slurm_ids: dict[str, tuple[PointSpec, str, Path, bool]] = {}
     for spec in points:
         row = tracker.lookup(spec.point_key)
         status = row["status"] if row else None
-        if force or spec.force or row is None:
+        rd = Path((row or {}).get("run_dir") or run_dir_for(spec))
+        if row is not None and (row.get("pending") or status == "submitted"):
+            # a job of ours went out and was not harvested: harvest it or re-attach; never submit it again
+            record = read_record(rd)
+            info = _job_info(rd)
+            retry = retry_failed and status != "completed"
+            if record is not None:
+                driver.finish(spec, record)
+                if record["kind"] == "ddlio.failure" and retry:
+                    submit.append(spec)
+            elif info.get("executor") == "slurm":
+                slurm_ids[spec.point_key] = (spec, str(row.get("job_id")), rd, retry)
+            elif info.get("executor") == "local" and _local_job_alive(row.get("job_id")):
+                attach.append(Pending(spec, str(row.get("job_id")), rd, state="RUNNING"))
+            else:  # a local job that died with its driver: record that, and measure again
+                driver.finish(spec, failure_record(spec.to_dict(), _lost_job_error(spec, str(row.get("job_id")),
+                                                   "LOST", rd), job_state="LOST", run_dir=str(rd)))
+                if retry or force or spec.force:
+                    submit.append(spec)
+        elif row is None or force or spec.force:
             submit.append(spec)
         elif status == "completed":
             report.skipped += 1
-        elif status == "failed":
-            if retry_failed:
+        else:  # failed: a result may still have landed after the driver gave up on it
+            record = read_record(rd)
+            if record is not None and record["kind"] == "ddlio.result":
+                driver.finish(spec, record)
+            elif retry_failed:
                 submit.append(spec)
             else:
                 report.not_retried += 1
-        else:  # submitted: harvest, re-attach, or (a job that died unseen) record and retry
-            rd = Path(row.get("run_dir") or run_dir_for(spec))
-            record = read_record(rd)
-            info = _job_info(rd)
-            if record is not None:
-                driver.finish(spec, record)
-                if record["kind"] == "ddlio.failure" and retry_failed:
-                    submit.append(spec)
-            elif info.get("executor") == "slurm":
-                slurm_ids[spec.point_key] = (spec, str(row.get("job_id")), rd)
-            elif info.get("executor") == "local" and _pid_alive(row.get("job_id")):
-                attach.append(Pending(spec, str(row.get("job_id")), rd, state="RUNNING"))
-            else:
-                submit.append(spec)  # a local job that died with its driver: nothing was measured
     if slurm_ids:
         from experiments.slurm import TERMINAL, job_states
 
-        states = job_states(jid for _, jid, _ in slurm_ids.values())
-        for spec, jid, rd in slurm_ids.values():
+        states = job_states(jid for _, jid, _, _ in slurm_ids.values())
+        for spec, jid, rd, retry in slurm_ids.values():
             state = states.get(jid, "UNKNOWN")
             if state in TERMINAL:
                 record = read_record(rd) or failure_record(spec.to_dict(), _lost_job_error(spec, jid, state, rd),
                                                            job_state=state, run_dir=str(rd))
                 driver.finish(spec, record)
-                if record["kind"] == "ddlio.failure" and retry_failed:
+                if record["kind"] == "ddlio.failure" and retry:
                     submit.append(spec)
             else:
                 attach.append(Pending(spec, jid, rd, state=state))
     return submit, attach
 
 
-def _pid_alive(job_id: Any) -> bool:
+def _local_job_alive(job_id: Any) -> bool:
+    """Whether a local submitit job (its controller's PID) still runs: alive, not a zombie, and still submitit's
+    controller (a recycled PID belongs to some other program)."""
     try:
         pid = int(job_id)
         status = Path(f"/proc/{pid}/status").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (TypeError, ValueError, OSError):
         return False
-    return "\nState:\tZ" not in status
+    return "\nState:\tZ" not in status and b"submitit" in cmdline
 
 
 def _run_local(specs: list[PointSpec], attach: list[Pending], driver: _Driver) -> None:
@@ -331,7 +363,7 @@ def _run_local(specs: list[PointSpec], attach: list[Pending], driver: _Driver) -
     import submitit
 
     for p in attach:  # a local job of an earlier driver still running: wait for its files
-        while _pid_alive(p.job_id) and read_record(p.run_dir) is None:
+        while _local_job_alive(p.job_id) and read_record(p.run_dir) is None:
             time.sleep(FILE_POLL_S)
         record = read_record(p.run_dir) or failure_record(
             p.spec.to_dict(), _lost_job_error(p.spec, p.job_id, "EXITED", p.run_dir), run_dir=str(p.run_dir))
@@ -364,8 +396,9 @@ def _submit_slurm(specs: list[PointSpec], driver: _Driver) -> list[Pending]:
     groups: dict[tuple, list[PointSpec]] = {}
     for spec in specs:
         groups.setdefault(resources(spec), []).append(spec)
+    chunks = [g[i : i + MAX_ARRAY] for g in groups.values() for i in range(0, len(g), MAX_ARRAY)]
     pending = []
-    for group in groups.values():
+    for group in chunks:
         folder = Path(group[0].data_root) / "runs" / "_slurm"
         executor = make_executor(group, folder)
         dirs = [_prepare_run_dir(s) for s in group]
@@ -402,10 +435,15 @@ def _wait_slurm(pending: list[Pending], driver: _Driver) -> None:
             last_states = now
             states = job_states(p.job_id for p in live.values())
             for key, p in list(live.items()):
-                p.state = states.get(p.job_id, p.state)
-                if p.state in TERMINAL:
+                if p.job_id in states:
+                    p.state, p.missing_since = states[p.job_id], None
+                else:
+                    p.missing_since = p.missing_since or now
+                    if now - p.missing_since >= VANISH_S:
+                        p.state = "VANISHED"  # unknown to sacct and squeue: it ended, we cannot tell how
+                if p.state in TERMINAL or p.state == "VANISHED":
                     p.ended_at = p.ended_at or now
-                    if now - p.ended_at >= (RESULT_GRACE_S if p.state == "COMPLETED" else 1.0):
+                    if now - p.ended_at >= (RESULT_GRACE_S if p.state in ("COMPLETED", "VANISHED") else 1.0):
                         record = read_record(p.run_dir) or failure_record(
                             p.spec.to_dict(), _lost_job_error(p.spec, p.job_id, p.state, p.run_dir),
                             job_state=p.state, run_dir=str(p.run_dir))
@@ -418,7 +456,7 @@ def _wait_slurm(pending: list[Pending], driver: _Driver) -> None:
                 driver.echo(line)
                 last_line = line.split("]", 1)[1]
         if live:
-            time.sleep(FILE_POLL_S)
+            time.sleep(STATE_POLL_S)
 
 
 def launch(
