@@ -69,6 +69,16 @@ def _validate_all(cwd: str) -> list[Any]:
             problems.append(p if len(where) == len(_COMPOSED) else f"{p}  [in: {'; '.join(where[:3])}" +
                             (f" and {len(where) - 3} more]" if len(where) > 3 else "]"))
         raise ConfigError(problems)
+    seen_keys: dict[str, Any] = {}
+    unique = []
+    for s, (_, overrides) in zip(specs, _COMPOSED, strict=True):
+        first = seen_keys.setdefault(s.point_key, overrides)
+        if first is overrides:
+            unique.append(s)
+        else:
+            print(f"note: [{' '.join(overrides)}] is the same measurement as [{' '.join(first)}]: measured once "
+                  "(the overrides that differ do not change what is measured)", file=sys.stderr)
+    specs = unique
     dbs = {s.db for s in specs}
     if len(dbs) > 1:
         raise ConfigError(

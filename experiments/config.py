@@ -310,6 +310,10 @@ class PointSpec:
             "read_threads": self.read_threads,
             "prefetch": self.prefetch,
             "reader": self.reader,
+            "trace": self.trace,
+            # the MPI launch line and the ranks' environment decide which MPI library and PMI run the kernel
+            "launch": self.cluster.get("launch"),
+            "env": dict(sorted((self.cluster.get("env") or {}).items())),
             "repeat": self.repeat,
             "cluster": self.cluster.get("name", "local"),
         }
@@ -503,6 +507,22 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
     ranks = nodes * ppn
     if isinstance(samples, int) and samples < ranks:
         problems.append(f"workload.samples={samples} is fewer than the {ranks} ranks: every rank needs a sample")
+    elif isinstance(samples, int) and isinstance(spf, int) and spf >= 1 and access == "fpp":
+        files = math.ceil(max(math.ceil(samples / spf), ranks) / ranks) * ranks
+        if files > samples:
+            problems.append(
+                f"access=fpp with {ranks} ranks needs {files} files (a multiple of the rank count), more than the "
+                f"{samples} samples: some files would be empty; use workload.samples as a multiple of {ranks} "
+                "or a larger workload.samples_per_file"
+            )
+    if w.get("drop_last") and isinstance(samples, int) and isinstance(batch, int) and ranks and samples >= ranks:
+        smallest = samples // ranks  # the smallest share any rank gets (fpp: about the same)
+        if smallest < batch:
+            problems.append(
+                f"workload.drop_last=true with workload.batch_size={batch}: a rank's share is about {smallest} "
+                f"samples, less than one batch, so every rank would read nothing; lower the batch size or "
+                "set drop_last=false"
+            )
 
     if cfg.get("order", "given") not in ORDERS:
         problems.append(f"order={cfg.get('order')!r} is unknown: choose one of {', '.join(ORDERS)}")

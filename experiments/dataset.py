@@ -11,6 +11,7 @@ Run as an MPI program, ``python -m experiments.dataset PLAN.json``: rank r write
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -127,16 +128,46 @@ def _mpi_main(plan_path: str) -> int:
 
 # ------------------------------------------------------------------------------------------- cache + manifest
 @contextlib.contextmanager
-def dataset_lock(plan: DatasetPlan) -> Iterator[None]:
-    """Exclusive lock on a dataset key (flock on a file beside the dataset directory)."""
-    parent = Path(plan.directory).parent
-    parent.mkdir(parents=True, exist_ok=True)
-    with open(parent / f".{Path(plan.directory).name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+def exclusive(path: Path, stale_s: float = 6 * 3600) -> Iterator[None]:
+    """An exclusive lock on ``path`` across processes and nodes: ``flock``, and where the file system refuses it
+    (Lustre mounted without ``flock``: ENOSYS/EOPNOTSUPP) a lock file created with O_EXCL, holding its owner,
+    polled, and taken over once older than ``stale_s`` seconds (its owner died)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
         try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+            fcntl.flock(f, fcntl.LOCK_EX)
+        except OSError as e:
+            if e.errno not in (errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK):
+                raise
+        else:
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+            return
+    excl = path.with_name(path.name + ".excl")
+    while True:
+        try:
+            fd = os.open(excl, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            break
+        except FileExistsError:
+            try:
+                if time.time() - excl.stat().st_mtime > stale_s:
+                    excl.unlink(missing_ok=True)
+            except FileNotFoundError:
+                pass
+            time.sleep(1.0)
+    try:
+        os.write(fd, f"{socket.gethostname()} {os.getpid()}\n".encode())
+        os.close(fd)
+        yield
+    finally:
+        excl.unlink(missing_ok=True)
+
+
+def dataset_lock(plan: DatasetPlan) -> contextlib.AbstractContextManager[None]:
+    """Exclusive lock on a dataset key (a lock file beside the dataset directory)."""
+    return exclusive(Path(plan.directory).parent / f".{Path(plan.directory).name}.lock")
 
 
 def data_files(plan: DatasetPlan) -> list[Path]:
@@ -156,8 +187,10 @@ def load_manifest(plan: DatasetPlan) -> dict[str, Any] | None:
     path = Path(plan.directory) / MANIFEST
     try:
         manifest = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (FileNotFoundError, ValueError):
         return None
+    except OSError as e:  # EIO, ESTALE ...: not a reason to delete a dataset others may be reading
+        raise DatasetError(f"cannot read {path}: {e}") from e
     d = Path(plan.directory)
     if manifest.get("key") != plan.key or not (d / SIZES).is_file() or not (d / RECORDS).is_file():
         return None

@@ -102,7 +102,13 @@ def run_point(point: dict[str, Any], run_dir: str) -> dict[str, Any]:
         (rd / "kernel-result.json").unlink(missing_ok=True)  # only this run's kernel may leave one
         kernel_spec = {"point": point, "plan": plan.to_dict(), "result_path": str(rd / "kernel-result.json")}
         write_json_atomic(rd / "kernel.json", kernel_spec)
-        step("experiments.kernel", [str(rd / "kernel.json")], spec.ranks, "kernel")
+        if spec.cluster["executor"] == "local":  # one measurement at a time on this machine, across sweeps too
+            from experiments.dataset import exclusive
+
+            with exclusive(Path(spec.data_root) / "runs" / ".local-measurement.lock"):
+                step("experiments.kernel", [str(rd / "kernel.json")], spec.ranks, "kernel")
+        else:
+            step("experiments.kernel", [str(rd / "kernel.json")], spec.ranks, "kernel")
         result = json.loads((rd / "kernel-result.json").read_text())
     except DdlioError as e:
         rec = failure_record(point, f"{type(e).__name__}: {e}", run_dir=str(rd))

@@ -63,34 +63,49 @@ def run_step(
     log_prefix: str | None = None,
 ) -> StepResult:
     """Run one MPI step to completion within ``timeout_s`` seconds; on time-out the whole process group is
-    killed and a LaunchError raised. A non-zero exit is returned, not raised (the caller decides).
+    killed and a LaunchError raised (with the tail of what the step wrote). A non-zero exit is returned, not
+    raised (the caller decides).
 
-    With ``log_prefix``, the full stdout/stderr are also kept in ``log_prefix.out``/``.err``.
+    The step's stdout/stderr stream into ``log_prefix.out``/``.err`` as it runs (a temporary pair without a
+    prefix), so a job killed mid-step still leaves its ranks' last words.
     """
+    import tempfile
+
     full_env = dict(os.environ)
     full_env.update(env or {})
     # the project must be importable by the ranks, wherever they start
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     full_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, full_env.get("PYTHONPATH", "")) if p)
+    tmpdir = None
+    if log_prefix is None:
+        tmpdir = tempfile.mkdtemp(prefix="ddlio-step-")
+        log_prefix = os.path.join(tmpdir, "step")
+    out_path, err_path = f"{log_prefix}.out", f"{log_prefix}.err"
+
+    def tail(path: str) -> str:
+        with open(path, errors="replace") as f:
+            return _tail(f.read()[-65536:])
+
     t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env, cwd=cwd,
-        start_new_session=True,
-    )
     try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        raise LaunchError(
-            f"MPI step timed out after {timeout_s:.0f} s and was killed: {shlex.join(argv)}\n{_tail(err, 15)}"
-        ) from None
+        with open(out_path, "w") as out, open(err_path, "w") as err:
+            proc = subprocess.Popen(argv, stdout=out, stderr=err, env=full_env, cwd=cwd, start_new_session=True)
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise LaunchError(
+                    f"MPI step timed out after {timeout_s:.0f} s and was killed: {shlex.join(argv)}\n"
+                    f"{_tail(tail(err_path), 15)}"
+                ) from None
+            finally:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+        return StepResult(argv, proc.returncode, time.perf_counter() - t0, tail(out_path), tail(err_path))
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    if log_prefix:
-        with open(f"{log_prefix}.out", "w") as f:
-            f.write(out)
-        with open(f"{log_prefix}.err", "w") as f:
-            f.write(err)
-    return StepResult(argv, proc.returncode, time.perf_counter() - t0, _tail(out), _tail(err))
+        if tmpdir:
+            import shutil
+
+            shutil.rmtree(tmpdir, ignore_errors=True)

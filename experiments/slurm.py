@@ -53,9 +53,8 @@ def executor_parameters(spec: Any) -> dict[str, Any]:
     for key in ("partition", "account", "qos", "constraint"):
         if c.get(key):
             params[key] = c[key]
-    extra = {str(k): v for k, v in (c.get("sbatch") or {}).items()}
-    if extra:
-        params["additional_parameters"] = extra
+    # a preempted or failed job must not be requeued into a run folder the driver has already judged
+    params["additional_parameters"] = {"no_requeue": True, **{str(k): v for k, v in (c.get("sbatch") or {}).items()}}
     return params
 
 
@@ -118,6 +117,12 @@ def check_available() -> None:
 
 
 # --------------------------------------------------------------------------------------------- reproducer
+def sbatch_flag(key: str, value: Any) -> str:
+    """One ``#SBATCH`` line as sbatch and submitit spell it: ``_`` becomes ``-``, True is a bare flag, values are
+    shell-quoted."""
+    key = key.replace("_", "-")
+    return f"#SBATCH --{key}" if value is True else f"#SBATCH --{key}={shlex.quote(str(value))}"
+
 def render_sbatch(
     *,
     label: str,
@@ -142,13 +147,12 @@ def render_sbatch(
     The keyword arguments are the schema; ``slurm_templates/point.sbatch`` is the template.
     """
     ranks = nodes * ppn
-    directives = ["#SBATCH --job-name=ddlio-repro", f"#SBATCH --nodes={nodes}", f"#SBATCH --ntasks-per-node={ppn}",
-                  f"#SBATCH --time={time_min}", f"#SBATCH --output={run_dir}/repro-%j.out"]
-    for key, value in (("partition", partition), ("account", account), ("qos", qos), ("constraint", constraint)):
-        if value:
-            directives.append(f"#SBATCH --{key}={value}")
-    for key, value in sorted((sbatch or {}).items()):
-        directives.append(f"#SBATCH --{key}" if value is True else f"#SBATCH --{key}={value}")
+    options: list[tuple[str, Any]] = [
+        ("job_name", "ddlio-repro"), ("nodes", nodes), ("ntasks_per_node", ppn), ("time", time_min),
+        ("output", f"{run_dir}/repro-%j.out"), ("partition", partition), ("account", account), ("qos", qos),
+        ("constraint", constraint), *sorted((sbatch or {}).items()),
+    ]
+    directives = [sbatch_flag(k, v) for k, v in options if v is not None and v is not False and v != ""]
     exports = [f"export {k}={shlex.quote(str(v))}" for k, v in sorted((env or {}).items())]
     step = launch.format(ranks=ranks, nodes=nodes, ppn=ppn)
     template = string.Template((TEMPLATES / "point.sbatch").read_text())

@@ -18,7 +18,7 @@ def render() -> str:
         label="hdf5/shared 2N-8P-4OST", run_dir="/scratch/ddlio/runs/abc123", nodes=2, ppn=4, time_min=30,
         launch="srun --mpi=pmi2 -N {nodes} -n {ranks} --ntasks-per-node={ppn}", python="/opt/venv/bin/python",
         project_dir="/home/me/ddlio", kernel_spec="/scratch/ddlio/runs/abc123/kernel.json", partition="compute",
-        account="proj42", qos="", constraint="", sbatch={"exclusive": True, "mem": 0},
+        account="proj42", qos="", constraint="", sbatch={"exclusive": True, "mem": 0, "mail_type": "END,FAIL"},
         setup=["module load gcc", "source /opt/venv/bin/activate"], env={"MPI4PY_LIBMPI": "/usr/lib/libmpi.so.40"},
     )
 
@@ -33,7 +33,8 @@ def test_executor_parameters_follow_the_point(tmp_path):
     params = executor_parameters(spec)
     assert (params["nodes"], params["ntasks_per_node"], params["time"]) == (2, 4, 13)
     assert params["use_srun"] is False  # one driver on the first node; it starts the MPI steps
-    assert params["partition"] == "compute" and params["additional_parameters"] == {"exclusive": True}
+    assert params["partition"] == "compute"
+    assert params["additional_parameters"] == {"no_requeue": True, "exclusive": True}
     assert "account" not in params
     other = point(tmp_path, "cluster=slurm", "nodes=2", "ppn=4", "cluster.partition=compute",
                   "cluster.timeout_min=12.5", "+cluster.sbatch.exclusive=true", "format=npz", "repeat=3")

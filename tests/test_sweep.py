@@ -89,3 +89,30 @@ def test_result_records_full_provenance(sweep, tmp_path):
     assert fs and "MPICH" in mpi
     assert {"numpy", "h5py", "hdf5", "mpi4py", "python"} <= set(env["packages"])
     assert env["host"] and "commit" in env["git"]
+
+
+def test_a_late_result_of_a_failed_point_is_stored_not_remeasured(sweep, analysis, tmp_path):
+    """A point recorded as failed whose result file landed later (a slow shared file system, a job Slurm
+    reported too early): the rerun stores that result instead of measuring again and deleting it."""
+    from analysis.store import Store
+    from experiments.launch import failure_record
+
+    assert sweep("workload=tiny").returncode == 0
+    ((key, run_dir, config),) = sqlite3.connect(tmp_path / "r.db").execute(
+        "select point_key, run_dir, config from points").fetchall()
+    other = Store(str(tmp_path / "r2.db"))  # a store that gave up on the job
+    other.record_submitted(json.loads(config), "4242", run_dir)
+    other.record(failure_record(json.loads(config), "job 4242 ended COMPLETED without a result"))
+    p = sweep("workload=tiny", f"db={tmp_path / 'r2.db'}")
+    assert p.returncode == 0, p.stdout + p.stderr
+    with sqlite3.connect(tmp_path / "r2.db") as c:
+        assert c.execute("select status, attempts, error from points").fetchone() == ("completed", 1, None)
+    assert len(list((tmp_path / "data" / "runs" / key).glob("attempts/*"))) == 0  # nothing was resubmitted
+
+
+def test_overrides_that_change_nothing_measure_once(sweep, tmp_path):
+    p = sweep("-m", "format=hdf5,hdf5", "workload=tiny", "cluster.timeout_min=10,20")
+    assert p.returncode == 0, p.stderr
+    assert "is the same measurement as" in p.stderr
+    with sqlite3.connect(tmp_path / "r.db") as c:
+        assert c.execute("select count(*), sum(attempts) from points").fetchone() == (1, 1)

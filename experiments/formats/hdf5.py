@@ -86,7 +86,7 @@ class HDF5(Format):
         total = int(offsets[-1])
         kw: dict[str, Any] = {}
         chunk = self.options.get("chunk_samples", 0)
-        if chunk:
+        if chunk and total:  # HDF5 cannot chunk an empty dataset
             mean = max(1, total // max(1, len(sizes)))
             kw["chunks"] = (max(1, min(total, chunk * mean)),)
             comp = self.options.get("compression", "none")
