@@ -15,7 +15,7 @@ SUMMARY_COLUMNS = [
     "point_key", "status", "label", "format", "access", "stripe_count", "stripe_size", "nodes", "ppn", "ranks",
     "hosts", "repeat", "workload", "samples", "sample_size", "epochs", "bytes_read", "bytes_planned",
     "io_time_slowest_s", "bandwidth_mib_s", "iops", "wall_time_s", "samples_per_s", "au", "lat_p50_us",
-    "lat_p99_us", "cache", "fs_type", "job_id", "job_state", "error", "finished_utc",
+    "lat_p99_us", "cache", "overlapping", "fs_type", "job_id", "job_state", "error", "finished_utc",
 ]
 
 

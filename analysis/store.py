@@ -101,6 +101,11 @@ class Point(Base):
     pending: Mapped[bool | None] = mapped_column(Boolean)
     # the stored measurement's own id (from the kernel), for idempotent ingest
     result_id: Mapped[str | None] = mapped_column(String(64))
+    # when the kernel measured (seconds since the epoch), and how many other points of the same sweep were
+    # being measured at the same time (contention: 0 locally, up to the array parallelism on Slurm)
+    started_unix: Mapped[float | None] = mapped_column(Float)
+    finished_unix: Mapped[float | None] = mapped_column(Float)
+    overlapping: Mapped[int | None] = mapped_column(Integer)
     submitted_utc: Mapped[dt.datetime | None] = mapped_column(DateTime)
     finished_utc: Mapped[dt.datetime | None] = mapped_column(DateTime)
     # --- configuration
@@ -343,6 +348,7 @@ class Store:
         row.mpi_library = rec.get("mpi_library")
         row.result = _json_safe({k: v for k, v in rec.items() if k not in ("epochs", "point")})
         row.result_id = rec.get("result_id")
+        self._count_overlaps(s, row, rec.get("started_unix"), rec.get("finished_unix"))
         env = rec.get("env")
         if env:
             env_id = hashlib.sha256(json.dumps(env, sort_keys=True, default=str).encode()).hexdigest()[:20]
@@ -361,6 +367,22 @@ class Store:
                 epoch=e["epoch"], hist=e["hist"], rank_rows=_json_safe(e.get("ranks", [])),
                 **{c: _nan_to_none(e.get(c)) for c in _EPOCH_COLUMNS},
             ))
+
+    @staticmethod
+    def _count_overlaps(s: Session, row: Point, start: float | None, end: float | None) -> None:
+        """Record how many completed points of the same sweep were measured while this one was, and count
+        this one in theirs."""
+        row.started_unix, row.finished_unix = start, end
+        row.overlapping = 0
+        if start is None or end is None or row.sweep_id is None:
+            return
+        others = s.scalars(select(Point).where(
+            Point.sweep_id == row.sweep_id, Point.point_key != row.point_key, Point.status == "completed",
+            Point.started_unix < end, Point.finished_unix > start,
+        )).all()
+        row.overlapping = len(others)
+        for o in others:
+            o.overlapping = (o.overlapping or 0) + 1
 
     # --------------------------------------------------------------------------------------------- reads
     def session(self) -> Session:

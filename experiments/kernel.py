@@ -330,7 +330,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
     trace = bool(point.get("trace", False))
     guard_s = float(point["cluster"].get("hang_timeout_s", 600))
     fault = _fault(point, rank)
-    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    started, started_unix = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.time()
     # one preallocated buffer per lane, as large as the dataset's largest record, reused for every read
     lanes = [Lane(fmt, paths, int(record.max()), trace) for _ in range(max(1, threads))]
     pool = None
@@ -514,6 +514,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
         "totals": total,
         "epochs": epoch_rows,
         "started_utc": started,
+        "started_unix": started_unix,  # seconds since the epoch: the measurement's own span, for overlap counting
+        "finished_unix": time.time(),
         "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 

@@ -120,3 +120,15 @@ def test_a_store_from_an_older_ddlio_gains_the_new_columns(tmp_path):
         assert c.execute("select os_read_bytes from epochs").fetchone() == (1024,)
         cols = [r[1] for r in c.execute("pragma table_info(points)")]
     assert "max_rss_kib" in cols
+
+
+def test_points_measured_at_the_same_time_count_each_other(tmp_path, store):
+    store.begin_sweep("s1", ["sweep.py"], [], set())
+    spans = {"hdf5": (0.0, 10.0), "npz": (5.0, 15.0), "tfrecord": (20.0, 30.0)}
+    for fmt, (a, b) in spans.items():
+        spec = point(tmp_path, f"format={fmt}")
+        store.record_submitted(spec.to_dict(), "1", str(tmp_path))
+        store.record({**fake_result(spec), "started_unix": a, "finished_unix": b, "result_id": fmt})
+    with sqlite3.connect(tmp_path / "r.db") as c:
+        got = dict(c.execute("select format, overlapping from points").fetchall())
+    assert got == {"hdf5": 1, "npz": 1, "tfrecord": 0}

@@ -26,6 +26,7 @@ def test_six_point_sweep_then_a_rerun_measures_nothing(sweep, analysis, tmp_path
     assert (df.bytes_read == df.bytes_planned).all() and (df.bytes_read > 0).all()
     assert (df.bandwidth_mib_s > 0).all() and (df.iops > 0).all() and (df.io_time_slowest_s > 0).all()
     assert set(df.cache) == {"cold"} and (df.hosts == 1).all() and (df.ranks == 1).all()
+    assert (df.overlapping == 0).all()  # locally, one measurement at a time
 
     again = sweep("-m", "format=hdf5,tfrecord,npz", "access=shared,fpp", "workload=tiny")
     assert again.returncode == 0
