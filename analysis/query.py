@@ -58,7 +58,8 @@ METRIC_COLUMNS = [
     "bandwidth_mib_s", "iops", "io_time_slowest_s", "wall_time_s", "samples_per_s", "au", "lat_p50_us",
     "lat_p90_us", "lat_p99_us",
 ]
-_ANALYSIS_EXTRA = ["point_key", "label", "status", "repeat", "cache", "fs_type", "striping_applicable", "run_dir",
+_ANALYSIS_EXTRA = ["point_key", "label", "status", "repeat", "cache", "overlapping", "fs_type", "striping_applicable",
+                   "run_dir",
                    "env_id"]
 
 
