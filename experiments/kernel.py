@@ -111,7 +111,7 @@ class Lane:
         self.trace = trace
         self.meta_events: list[tuple[int, int, int, str]] = []  # (start ns, duration ns, file, op)
 
-    def _reader(self, f: int) -> Any:
+    def reader_of(self, f: int) -> Any:
         """The open reader of file ``f``, opening it (a timed metadata op) on first use."""
         r = self.readers.get(f)
         if r is None:
@@ -136,7 +136,7 @@ class Lane:
             for k in range(k0, k1):
                 f = fo[k]
                 if f != last_f:
-                    last_f, read = f, self._reader(f).read
+                    last_f, read = f, self.reader_of(f).read
                 t = perf()
                 nbytes += read(lo[k], buf)
                 lat[k] = perf() - t
@@ -145,7 +145,7 @@ class Lane:
         for k in range(k0, k1):
             f = fo[k]
             if f != last_f:
-                last_f, read = f, self._reader(f).read
+                last_f, read = f, self.reader_of(f).read
             t = perf()
             n = read(lo[k], buf)
             lat[k] = perf() - t

@@ -89,12 +89,8 @@ def run_epoch(tf: Any, plan: Any, point: dict[str, Any], epoch: int, ranks: int,
         local = (ids - starts[np.asarray(file_of, dtype=np.int64)]).tolist() if len(ids) else []
 
         def gen() -> Any:
-            readers = lane.readers
             for f, i in zip(file_of, local, strict=True):
-                r = readers.get(f)
-                if r is None:
-                    r = readers[f] = lane.fmt.open(lane.paths[f])
-                n = r.read(i, lane.buf)
+                n = lane.reader_of(f).read(i, lane.buf)  # opens (timed, counted) on first use, as the native lane
                 counted[0] += n
                 yield lane.buf[:n]
 
@@ -134,6 +130,5 @@ def run_epoch(tf: Any, plan: Any, point: dict[str, Any], epoch: int, ranks: int,
             compute_s += (perf() - t) / 1e9
         b += 1
     nbytes = rchar() - r0 if plan.format == "tfrecord" else counted[0]
-    lane.close_all()
     return {"bytes": nbytes, "rchar": rchar() - r0, "planned": planned, "samples": samples, "lat": lat, "wait_ns": wait,
             "compute_s": compute_s}
