@@ -86,3 +86,20 @@ def test_generation_failure_is_reported_with_what_the_ranks_said(tmp_path):
     with pytest.raises(LaunchError, match=r"(?s)generate step failed.*FileNotFoundError.*sizes.npy"):
         ensure_dataset(plan, Layout(), broken, 1)
     assert load_manifest(plan) is None
+
+
+def test_the_lock_falls_back_to_a_lock_file_where_flock_is_refused(tmp_path, monkeypatch):
+    """Lustre mounted without -o flock answers flock() with ENOSYS (a stand-in for that kernel answer here):
+    the lock then is a file created with O_EXCL, removed on release."""
+    import errno
+
+    from experiments import dataset
+
+    def refuse(*_a):
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(dataset.fcntl, "flock", refuse)
+    lock = tmp_path / "ds.lock"
+    with dataset.exclusive(lock):
+        assert (tmp_path / "ds.lock.excl").read_text().split()[1] == str(os.getpid())
+    assert not (tmp_path / "ds.lock.excl").exists()
