@@ -221,6 +221,16 @@ def _lost_job_error(spec: PointSpec, job_id: str, state: str, run_dir: Path) -> 
     return "\n".join(parts)
 
 
+def _with_slurm_state(record: dict[str, Any], job_id: str, state: str) -> dict[str, Any]:
+    """A failure the job recorded itself, with Slurm's account of the job when Slurm ended it (cancelled, timed
+    out, preempted ...): the driver inside the job only saw its MPI step die."""
+    from experiments.slurm import TERMINAL
+
+    if record["kind"] != "ddlio.failure" or state not in TERMINAL or state == "COMPLETED":
+        return record
+    return {**record, "job_state": state, "error": f"job {job_id} ended {state}: {record['error']}"}
+
+
 def _job_info(run_dir: Path) -> dict[str, Any]:
     try:
         return json.loads((run_dir / JOB).read_text())
@@ -307,15 +317,15 @@ def _plan(points: Sequence[PointSpec], tracker: Tracker, force: bool, retry_fail
         rd = Path((row or {}).get("run_dir") or run_dir_for(spec))
         if row is not None and (row.get("pending") or status == "submitted"):
             # a job of ours went out and was not harvested: harvest it or re-attach; never submit it again
-            record = read_record(rd)
             info = _job_info(rd)
             retry = retry_failed and status != "completed"
-            if record is not None:
+            record = None if info.get("executor") == "slurm" else read_record(rd)
+            if info.get("executor") == "slurm":  # Slurm's word first: it may say why the job's own record exists
+                slurm_ids[spec.point_key] = (spec, str(row.get("job_id")), rd, retry)
+            elif record is not None:
                 driver.finish(spec, record)
                 if record["kind"] == "ddlio.failure" and retry:
                     submit.append(spec)
-            elif info.get("executor") == "slurm":
-                slurm_ids[spec.point_key] = (spec, str(row.get("job_id")), rd, retry)
             elif info.get("executor") == "local" and _local_job_alive(row.get("job_id")):
                 attach.append(Pending(spec, str(row.get("job_id")), rd, state="RUNNING"))
             else:  # a local job that died with its driver: record that, and measure again
@@ -341,9 +351,10 @@ def _plan(points: Sequence[PointSpec], tracker: Tracker, force: bool, retry_fail
         states = job_states(jid for _, jid, _, _ in slurm_ids.values())
         for spec, jid, rd, retry in slurm_ids.values():
             state = states.get(jid, "UNKNOWN")
-            if state in TERMINAL:
-                record = read_record(rd) or failure_record(spec.to_dict(), _lost_job_error(spec, jid, state, rd),
-                                                           job_state=state, run_dir=str(rd))
+            record = read_record(rd)
+            if state in TERMINAL or record is not None:
+                record = _with_slurm_state(record, jid, state) if record else failure_record(
+                    spec.to_dict(), _lost_job_error(spec, jid, state, rd), job_state=state, run_dir=str(rd))
                 driver.finish(spec, record)
                 if record["kind"] == "ddlio.failure" and retry:
                     submit.append(spec)
@@ -435,7 +446,7 @@ def _wait_slurm(pending: list[Pending], driver: _Driver) -> None:
         for key, p in list(live.items()):
             record = read_record(p.run_dir)
             if record is not None:
-                driver.finish(p.spec, record)
+                driver.finish(p.spec, _with_slurm_state(record, p.job_id, p.state))
                 del live[key]
         if live and now - last_states >= STATE_POLL_S:
             last_states = now
