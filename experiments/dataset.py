@@ -45,6 +45,12 @@ def sample_sizes(seed: int, samples: int, mean: int, stdev: int) -> np.ndarray:
     return np.clip(sizes, 1, 2 * mean)
 
 
+def even_split(n: int, parts: int) -> np.ndarray:
+    """Boundaries (parts + 1, int64) cutting 0..n into ``parts`` contiguous ranges whose sizes differ by at most
+    one: used for samples over files and samples over ranks alike."""
+    return np.linspace(0, n, parts + 1).round().astype(np.int64)
+
+
 @dataclass(frozen=True)
 class DatasetPlan:
     """Where every sample lives. Sample ids are global, 0..samples-1, and files hold contiguous id ranges."""
@@ -81,7 +87,7 @@ class DatasetPlan:
     @property
     def file_starts(self) -> np.ndarray:
         """First global sample id of each file, plus ``samples`` at the end (num_files + 1 entries)."""
-        return np.linspace(0, self.samples, self.num_files + 1).round().astype(np.int64)
+        return even_split(self.samples, self.num_files)
 
     def file_name(self, f: int) -> str:
         return f"part-{f:05d}{FORMATS[self.format].suffix}"

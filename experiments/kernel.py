@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from experiments import cache as pagecache
-from experiments.dataset import DatasetPlan, data_files, write_json_atomic
+from experiments.dataset import DatasetPlan, data_files, even_split, write_json_atomic
 from experiments.errors import KernelError
 from experiments.formats import get_format
 from experiments.metrics import RankEpoch, aggregate, aggregate_run, histogram
@@ -43,8 +43,7 @@ def share_sizes(plan: DatasetPlan, point: dict[str, Any], ranks: int) -> list[in
         return [int(starts[(r + 1) * per] - starts[r * per]) for r in range(ranks)]
     if point.get("shuffle", "none") == "sample":
         return [plan.samples // ranks + (r < plan.samples % ranks) for r in range(ranks)]
-    bounds = np.linspace(0, plan.samples, ranks + 1).round().astype(np.int64)
-    return np.diff(bounds).tolist()
+    return np.diff(even_split(plan.samples, ranks)).tolist()
 
 
 def epoch_ids(plan: DatasetPlan, point: dict[str, Any], epoch: int, ranks: int, rank: int) -> np.ndarray:
@@ -80,7 +79,7 @@ def epoch_ids(plan: DatasetPlan, point: dict[str, Any], epoch: int, ranks: int, 
             ids = rng.permutation(plan.samples)[rank::ranks]
         else:
             order = files_ids(rng.permutation(plan.num_files)) if shuffle == "file" else np.arange(plan.samples)
-            bounds = np.linspace(0, plan.samples, ranks + 1).round().astype(np.int64)
+            bounds = even_split(plan.samples, ranks)
             ids = order[bounds[rank] : bounds[rank + 1]]
     if point.get("drop_last"):
         keep = min(share_sizes(plan, point, ranks)) // point["batch_size"] * point["batch_size"]
@@ -467,20 +466,18 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
     if rank != 0:
         return None
 
-    from mpi4py import MPI as _MPI
-
     # the plan: every rank's planned bytes per epoch (record sizes measured at generation, for the ids it was
     # given), and the number of samples the epoch must cover in total
-    planned_all = all_planned
     sizes = share_sizes(plan, point, nranks)
     keep = min(sizes) // batch * batch if point.get("drop_last") else None
     want_samples = nranks * keep if keep is not None else plan.samples
     if tf is not None and keep is not None:
         want_samples = None  # tf.data drops each rank's own remainder
 
+    planned_per_epoch = [sum(p[e] for p in all_planned) for e in range(len(epochs))]
     epoch_rows = []
     for e, (ranks_e, cache_row) in enumerate(zip(epochs, cache_rows, strict=True)):
-        planned_e = sum(p[e] for p in planned_all)
+        planned_e = planned_per_epoch[e]
         agg = aggregate(ranks_e)
         agg.update(cache_row, epoch=e, bytes_planned=planned_e, ranks=[r.to_dict() for r in ranks_e])
         slack = tfdata.TF_OTHER_READS_MAX * nranks if tf is not None and plan.format == "tfrecord" else 0
@@ -490,7 +487,6 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
                 f"{planned_e} bytes for {want_samples} samples: the measurement is not trustworthy"
             )
         epoch_rows.append(agg)
-    planned_per_epoch = [sum(p[e] for p in planned_all) for e in range(len(epochs))]
     total = aggregate_run(epochs)
     states = {row["cache"] for row in cache_rows}
     total.update(
@@ -509,8 +505,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
         "nodes": nodes,
         "hosts": sorted({r["host"] for r in ranks_info}),
         "rank_info": ranks_info,
-        "mpi_library": _MPI.Get_library_version().strip().splitlines()[0],
-        "mpi_vendor": "{} {}".format(_MPI.get_vendor()[0], ".".join(map(str, _MPI.get_vendor()[1]))),
+        "mpi_library": MPI.Get_library_version().strip().splitlines()[0],
+        "mpi_vendor": "{} {}".format(MPI.get_vendor()[0], ".".join(map(str, MPI.get_vendor()[1]))),
         "totals": total,
         "epochs": epoch_rows,
         "started_utc": started,
