@@ -331,17 +331,19 @@ def png_bytes(fig: Figure, dpi: int = 90) -> bytes:
 def setup_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", help="SQLite file or SQLAlchemy URL (default: $DDLIO_DB or ./results.db)")
     parser.add_argument("--out", default="figures", help="directory for the figures (default: ./figures)")
-    parser.add_argument("--where", help="pandas filter over point columns, e.g. \"format == 'hdf5' and nodes >= 2\"")
+    parser.add_argument("--where", help="keep the points where this holds, e.g. \"format == 'hdf5' and nodes >= 2\" "
+                                          "(columns, literals, comparisons, in [...], and/or/not, arithmetic)")
     parser.add_argument("--vector", choices=("svg", "pdf"), default="svg", help="vector format besides PNG")
     parser.add_argument("--jobs", type=int, help="processes drawing figures (default: one per CPU)")
 
 
 def main(args: argparse.Namespace) -> int:
-    from analysis.query import analysis_frame, hist_frame
+    from analysis.query import analysis_frame, hist_frame, parse_where
     from analysis.store import open_store
 
+    where = parse_where(args.where)
     store = open_store(args.db)
-    points = analysis_frame(store, args.where)
+    points = analysis_frame(store, where)
     keys, hists = hist_frame(store, points["point_key"].tolist())
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

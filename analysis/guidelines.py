@@ -398,7 +398,8 @@ def compute(points: pd.DataFrame, st: Settings) -> tuple[pd.DataFrame, pd.DataFr
 def setup_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", help="SQLite file or SQLAlchemy URL (default: $DDLIO_DB or ./results.db)")
     parser.add_argument("--format", choices=("md", "json"), default="md", help="Markdown (default) or JSON")
-    parser.add_argument("--where", help="pandas filter over point columns, e.g. \"access == 'shared'\"")
+    parser.add_argument("--where", help="keep the points where this holds, e.g. \"format == 'hdf5' and nodes >= 2\" "
+                                          "(columns, literals, comparisons, in [...], and/or/not, arithmetic)")
     parser.add_argument("--metric", choices=list(METRICS), default="bandwidth_mib_s",
                         help="what 'best' means (default: bandwidth_mib_s; times: lower is better)")
     parser.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (default 2000)")
@@ -407,7 +408,7 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from analysis.query import analysis_frame
+    from analysis.query import analysis_frame, parse_where
     from analysis.store import open_store
     from experiments.errors import DdlioError
 
@@ -415,7 +416,8 @@ def main(args: argparse.Namespace) -> int:
         raise DdlioError("--bootstrap must be at least 100 and --min-repeats at least 2 (an interval needs two "
                          "repetitions)")
     st = Settings(metric=args.metric, n_boot=args.bootstrap, seed=args.seed, min_repeats=args.min_repeats)
-    points = analysis_frame(open_store(args.db), args.where)
+    where = parse_where(args.where)
+    points = analysis_frame(open_store(args.db), where)
     if points.empty:
         print("no completed points in the store (after --where): nothing to recommend", file=sys.stderr)
         return 1

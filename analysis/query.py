@@ -9,6 +9,7 @@ import pandas as pd
 from sqlalchemy import select
 
 from analysis.store import Epoch, Point, Store
+from analysis.where import Filter
 
 #: The columns of ``summary`` (and of its csv), in order.
 SUMMARY_COLUMNS = [
@@ -61,19 +62,31 @@ METRIC_COLUMNS = [
 _ANALYSIS_EXTRA = ["point_key", "label", "status", "repeat", "cache", "overlapping", "fs_type", "striping_applicable",
                    "run_dir",
                    "env_id"]
+#: The columns of :func:`analysis_frame`, in order: what ``--where`` may name.
+ANALYSIS_COLUMNS = list(dict.fromkeys(_ANALYSIS_EXTRA + CONFIG_COLUMNS + METRIC_COLUMNS))
 
 
-def analysis_frame(store: Store, where: str | None = None) -> pd.DataFrame:
+def parse_where(where: str | Filter | None) -> Filter | None:
+    """The ``--where`` text checked against :data:`ANALYSIS_COLUMNS` (None or empty: no filter). Commands call it
+    before they open the store, so a refused filter touches nothing; raises :class:`analysis.where.FilterError`."""
+    if where is None or isinstance(where, Filter):
+        return where
+    return Filter.parse(where, ANALYSIS_COLUMNS) if where.strip() else None
+
+
+def analysis_frame(store: Store, where: str | Filter | None = None) -> pd.DataFrame:
     """Completed points, one row each: :data:`CONFIG_COLUMNS` (``format_options`` as JSON text), ``repeat``,
     :data:`METRIC_COLUMNS` and provenance columns; read in one SQL query (fast on 100,000 points).
 
-    ``where`` is a pandas query expression over these columns (e.g. ``"format == 'hdf5' and nodes >= 2"``);
-    a bad expression raises :class:`experiments.errors.DdlioError` naming the columns.
+    ``where`` is a filter in the language of :mod:`analysis.where` over these columns (e.g.
+    ``"format == 'hdf5' and nodes >= 2"``), checked before the store is read; a refused one raises
+    :class:`analysis.where.FilterError` (a :class:`experiments.errors.DdlioError`) saying what is allowed.
     """
     from sqlalchemy import Text, cast
 
+    checked = parse_where(where)
     cols = []
-    for name in dict.fromkeys(_ANALYSIS_EXTRA + CONFIG_COLUMNS + METRIC_COLUMNS):
+    for name in ANALYSIS_COLUMNS:
         col = Point.__table__.columns[name]
         cols.append(cast(col, Text).label(name) if name == "format_options" else col)
     stmt = select(*cols).where(Point.status == "completed").order_by(Point.point_key)
@@ -81,25 +94,7 @@ def analysis_frame(store: Store, where: str | None = None) -> pd.DataFrame:
     df["striping_applicable"] = df["striping_applicable"].astype("boolean")
     for c in METRIC_COLUMNS:
         df[c] = df[c].astype("float64")
-    return apply_where(df, where)
-
-
-def apply_where(df: pd.DataFrame, where: str | None) -> pd.DataFrame:
-    """``df`` filtered by the pandas query expression ``where`` (None: unchanged), index reset."""
-    if not where:
-        return df
-    from experiments.errors import DdlioError
-
-    try:
-        out = df.query(where, engine="python")
-    except Exception as e:  # pandas raises many types (SyntaxError, UndefinedVariableError, TypeError ...)
-        raise DdlioError(
-            f"--where {where!r} is not a valid filter ({type(e).__name__}: {e}); write a pandas query over the "
-            f"columns {', '.join(df.columns)}, e.g. \"format == 'hdf5' and nodes >= 2\""
-        ) from e
-    if not isinstance(out, pd.DataFrame) or len(out.columns) != len(df.columns):
-        raise DdlioError(f"--where {where!r} must be a condition that keeps or drops rows")
-    return out.reset_index(drop=True)
+    return checked.apply(df) if checked else df
 
 
 def parse_hists(texts: list[str] | pd.Series) -> np.ndarray:

@@ -198,13 +198,16 @@ def build_report(store: Store, where: str | None = None, title: str = "ddlio rep
 def setup_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", help="SQLite file or SQLAlchemy URL (default: $DDLIO_DB or ./results.db)")
     parser.add_argument("--out", default="report.html", help="the HTML file to write (default: ./report.html)")
-    parser.add_argument("--where", help="pandas filter over point columns, e.g. \"nodes >= 2\"")
+    parser.add_argument("--where", help="keep the points where this holds, e.g. \"format == 'hdf5' and nodes >= 2\" "
+                                          "(columns, literals, comparisons, in [...], and/or/not, arithmetic)")
     parser.add_argument("--title", default="ddlio report", help="the page's title")
 
 
 def main(args: argparse.Namespace) -> int:
+    from analysis.query import parse_where
     from analysis.store import open_store
 
+    parse_where(args.where)  # a refused filter is named before the store is opened
     store = open_store(args.db)
     text = build_report(store, args.where, args.title, db_name=args.db or "results.db")
     out = Path(args.out)
