@@ -22,6 +22,7 @@ from typing import Any
 from omegaconf import MISSING
 
 from experiments.errors import ConfigError
+from experiments.shell import ENV_NAME, SBATCH_OPTION, control_problems
 from experiments.units import format_size, parse_size
 
 ACCESS_MODES = ("shared", "fpp")
@@ -32,6 +33,8 @@ CACHE_POLICIES = ("cold", "warm")
 EXECUTORS = ("local", "slurm")
 #: Largest sample the kernel will hold in one buffer (bytes).
 MAX_SAMPLE_SIZE = 2 * 1024**3
+#: Longest time limit a point may ask for (minutes): a year
+MAX_TIMEOUT_MIN = 366 * 24 * 60
 SCHEMA_VERSION = 1
 
 
@@ -367,6 +370,16 @@ def _int_range(problems: list[str], key: str, value: Any, lo: int, hi: int | Non
     return value
 
 
+def _positive(problems: list[str], key: str, value: Any, unit: str, hi: float) -> float:
+    """A finite number > 0 and at most ``hi`` (NaN and infinities are refused: they reach sbatch and time-outs)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        problems.append(f"{key}={value!r} must be a finite number of {unit} > 0")
+        return 1.0
+    if value > hi:
+        problems.append(f"{key}={value:g} is out of range: at most {hi:g} {unit}")
+    return float(value)
+
+
 def _size(problems: list[str], key: str, value: Any, lo: int, hi: int) -> int:
     try:
         n = parse_size(value)
@@ -431,7 +444,7 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
     from lustre.layout import Layout
 
     base = Path(cwd or os.getcwd())
-    problems: list[str] = []
+    problems: list[str] = list(control_problems(cfg))
     fmt = dict(cfg["format"])
     fmt_name = fmt.pop("name")
     if fmt_name not in FORMATS:
@@ -485,12 +498,20 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
         )
     if not cfg.get("wait", True) and cl["executor"] == "local":
         problems.append("wait=false needs cluster=slurm: local points run one at a time in the foreground")
-    if cl["hang_timeout_s"] <= 0:
-        problems.append(f"cluster.hang_timeout_s={cl['hang_timeout_s']} must be > 0 seconds")
-    if cl["array_parallelism"] < 1:
-        problems.append(f"cluster.array_parallelism={cl['array_parallelism']} must be >= 1")
-    if cl["timeout_min"] <= 0:
-        problems.append(f"cluster.timeout_min={cl['timeout_min']} must be > 0 minutes")
+    _positive(problems, "cluster.hang_timeout_s", cl["hang_timeout_s"], "seconds", MAX_TIMEOUT_MIN * 60)
+    _int_range(problems, "cluster.array_parallelism", cl["array_parallelism"], 1)
+    _positive(problems, "cluster.timeout_min", cl["timeout_min"], "minutes", MAX_TIMEOUT_MIN)
+    for k, v in (cl.get("env") or {}).items():
+        if not ENV_NAME.match(str(k)):
+            problems.append(f"cluster.env: {k!r} is not an environment variable name: use letters, digits and _, "
+                            "not starting with a digit (e.g. MPI4PY_LIBMPI)")
+        if isinstance(v, (dict, list)):
+            problems.append(f"cluster.env.{k} must be a single value, not {type(v).__name__}")
+    for k, v in (cl.get("sbatch") or {}).items():
+        if not SBATCH_OPTION.match(str(k)):
+            problems.append(f"cluster.sbatch: {k!r} is not an sbatch option name (e.g. exclusive, mem, mail_type)")
+        if isinstance(v, (dict, list)) or v is None:
+            problems.append(f"cluster.sbatch.{k} must be a single value (a string, number or true), not {v!r}")
     launch = str(cl["launch"])
     try:
         words = shlex.split(launch.format(ranks=1, nodes=1, ppn=1))

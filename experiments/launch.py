@@ -526,9 +526,9 @@ def launch(
 
 
 def dry_run(points: Sequence[PointSpec], echo: Callable[[str], None] = print) -> None:
-    """Print what :func:`launch` would submit (points, resources, and for Slurm the sbatch header) and write
-    nothing."""
-    from experiments.slurm import executor_parameters, resources
+    """Print what :func:`launch` would submit (points, resources, and for Slurm the whole job script sbatch would
+    receive) and write nothing."""
+    from experiments.slurm import resources
 
     echo(f"dry run: {len(points)} point(s), nothing is submitted or written")
     groups: dict[tuple, list[PointSpec]] = {}
@@ -543,13 +543,11 @@ def dry_run(points: Sequence[PointSpec], echo: Callable[[str], None] = print) ->
             kind = f"{len(group)} local point(s), one at a time"
         echo(f"\n{kind}: {first.nodes} node(s) x {first.ppn} rank(s), time limit {c['timeout_min']} min")
         if c["executor"] == "slurm":
-            from submitit.slurm.slurm import _make_sbatch_string  # the exact header submitit will write
+            from experiments.slurm import job_script
 
-            params = executor_parameters(first)
-            params["map_count"] = len(group) if len(group) > 1 else None
-            text = _make_sbatch_string(command="<python -m submitit.core._submit ...>",
-                                       folder=str(Path(first.data_root) / "runs" / "_slurm"), **params)
-            echo("\n".join("  " + ln for ln in text.splitlines() if ln.startswith("#SBATCH")))
+            echo("  the job script sbatch receives:")
+            echo("\n".join("  | " + ln for ln in job_script(group, Path(first.data_root) / "runs" / "_slurm")
+                           .splitlines() if ln))
         for spec in group:
             step = spec.cluster["launch"].format(ranks=spec.ranks, nodes=spec.nodes, ppn=spec.ppn)
             echo(f"  - {spec.label}  key {spec.point_key}  [{' '.join(spec.overrides) or 'defaults'}]")

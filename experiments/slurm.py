@@ -8,7 +8,6 @@ inside the allocation. Points with the same resources go out as one job array.
 from __future__ import annotations
 
 import math
-import shlex
 import shutil
 import string
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.errors import LaunchError
+from experiments.shell import export_line, quote, sbatch_flag
 
 #: Slurm job states after which nothing more will happen to a job
 TERMINAL = frozenset({
@@ -58,11 +58,23 @@ def executor_parameters(spec: Any) -> dict[str, Any]:
     return params
 
 
+def job_script(specs: list[Any], folder: Path, python: str = sys.executable) -> str:
+    """The batch script submitit writes and sbatch receives for these points (one job, or an array when there
+    are several), rendered by submitit's own function with the same parameters and command as
+    :func:`make_executor`'s executor: what ``dry_run`` shows is what would be submitted."""
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    params = executor_parameters(specs[0])
+    params["map_count"] = len(specs) if len(specs) > 1 else None
+    command = " ".join([quote(python), "-u -m submitit.core._submit", quote(str(folder))])
+    return _make_sbatch_string(command=command, folder=str(folder), **params)
+
+
 def make_executor(specs: list[Any], folder: Path) -> Any:
     """A submitit SlurmExecutor for points that share resources."""
     import submitit
 
-    ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=shlex.quote(sys.executable))
+    ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=quote(sys.executable))
     ex.update_parameters(**executor_parameters(specs[0]))
     return ex
 
@@ -117,12 +129,6 @@ def check_available() -> None:
 
 
 # --------------------------------------------------------------------------------------------- reproducer
-def sbatch_flag(key: str, value: Any) -> str:
-    """One ``#SBATCH`` line as sbatch and submitit spell it: ``_`` becomes ``-``, True is a bare flag, values are
-    shell-quoted."""
-    key = key.replace("_", "-")
-    return f"#SBATCH --{key}" if value is True else f"#SBATCH --{key}={shlex.quote(str(value))}"
-
 def render_sbatch(
     *,
     label: str,
@@ -144,7 +150,9 @@ def render_sbatch(
 ) -> str:
     """A standalone batch script that reruns one point's kernel with plain ``sbatch`` (no ddlio driver).
 
-    The keyword arguments are the schema; ``slurm_templates/point.sbatch`` is the template.
+    The keyword arguments are the schema; ``slurm_templates/point.sbatch`` is the template. Every value is
+    quoted through :mod:`experiments.shell` (a control character raises ValueError); ``setup`` lines and the
+    ``launch`` template are the user's own shell and pass as written.
     """
     ranks = nodes * ppn
     options: list[tuple[str, Any]] = [
@@ -153,7 +161,7 @@ def render_sbatch(
         ("constraint", constraint), *sorted((sbatch or {}).items()),
     ]
     directives = [sbatch_flag(k, v) for k, v in options if v is not None and v is not False and v != ""]
-    exports = [f"export {k}={shlex.quote(str(v))}" for k, v in sorted((env or {}).items())]
+    exports = [export_line(k, v) for k, v in sorted((env or {}).items())]
     step = launch.format(ranks=ranks, nodes=nodes, ppn=ppn)
     template = string.Template((TEMPLATES / "point.sbatch").read_text())
     return template.substitute(
@@ -161,9 +169,9 @@ def render_sbatch(
         directives="\n".join(directives),
         setup="\n".join(setup or []) or "# (no setup lines)",
         exports="\n".join(exports) or "# (no extra environment)",
-        project_dir=shlex.quote(project_dir),
+        project_dir=quote(project_dir),
         step=step,
-        python=shlex.quote(python),
-        kernel_spec=shlex.quote(kernel_spec),
-        result=shlex.quote(f"{run_dir}/repro-result-"),
+        python=quote(python),
+        kernel_spec=quote(kernel_spec),
+        result=quote(f"{run_dir}/repro-result-"),
     )
