@@ -171,9 +171,9 @@ def main() -> int:
     except KeyboardInterrupt:
         return 130
     store.end_sweep(report.completed, report.failed)
-    if report.failed:
-        print(f"{report.failed} point(s) failed; their errors are in the store (python -m analysis summary). "
-              "A rerun retries them.", file=sys.stderr)
+    if report.failed_points:
+        print(f"{len(report.failed_points)} point(s) failed; their errors are in the store "
+              "(python -m analysis summary). A rerun retries them.", file=sys.stderr)
         return 1
     return 0
 

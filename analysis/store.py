@@ -90,7 +90,7 @@ class Point(Base):
     dataset_key: Mapped[str] = mapped_column(String(64), index=True)
     sweep_id: Mapped[str | None] = mapped_column(ForeignKey("sweeps.id"))
     label: Mapped[str] = mapped_column(String(255))
-    # submitted | completed | failed
+    # claimed (by a driver, no job yet) | submitted | completed | failed
     status: Mapped[str] = mapped_column(String(16), index=True)
     error: Mapped[str | None] = mapped_column(Text)
     job_id: Mapped[str | None] = mapped_column(String(64))
@@ -108,6 +108,12 @@ class Point(Base):
     overlapping: Mapped[int | None] = mapped_column(Integer)
     submitted_utc: Mapped[dt.datetime | None] = mapped_column(DateTime)
     finished_utc: Mapped[dt.datetime | None] = mapped_column(DateTime)
+    # --- the driver that owns the point now (see Store.claim): a token per driver process, its host and PID, and
+    # when it last said it was alive (UTC); NULL when no driver holds the point
+    claim_token: Mapped[str | None] = mapped_column(String(64))
+    claim_host: Mapped[str | None] = mapped_column(String(255))
+    claim_pid: Mapped[int | None] = mapped_column(Integer)
+    claim_utc: Mapped[dt.datetime | None] = mapped_column(DateTime)
     # --- configuration
     format: Mapped[str] = mapped_column(String(32))
     format_options: Mapped[dict] = mapped_column(JSON)
@@ -273,14 +279,83 @@ class Store:
 
     # ------------------------------------------------------------------------------------------ tracker
     def lookup(self, point_key: str) -> dict[str, Any] | None:
-        """``{"status", "job_id", "run_dir", "pending"}`` of a stored point, or None."""
+        """The stored state of a point, or None: ``status``, ``job_id``, ``run_dir``, ``pending`` (a job went out
+        and its outcome is not stored yet), ``attempts``, ``finished_utc``, ``error``, ``job_state``, the totals
+        a progress line shows (``bandwidth_mib_s``, ``iops``, ``cache``) and the claim (``claim_token``,
+        ``claim_host``, ``claim_pid``, ``claim_utc``)."""
+        cols = (Point.status, Point.job_id, Point.run_dir, Point.pending, Point.attempts, Point.finished_utc,
+                Point.error, Point.job_state, Point.bandwidth_mib_s, Point.iops, Point.cache, Point.claim_token,
+                Point.claim_host, Point.claim_pid, Point.claim_utc)
         with Session(self.engine) as s:
-            row = s.execute(
-                select(Point.status, Point.job_id, Point.run_dir, Point.pending).where(Point.point_key == point_key)
-            ).first()
+            row = s.execute(select(*cols).where(Point.point_key == point_key)).mappings().first()
         if row is None:
             return None
-        return {"status": row.status, "job_id": row.job_id, "run_dir": row.run_dir, "pending": bool(row.pending)}
+        return {**row, "pending": bool(row["pending"])}
+
+    # ------------------------------------------------------------------------------------------- claims
+    def claim(self, point: dict[str, Any], token: str, host: str, pid: int, takeover: str | None = None) -> bool:
+        """Take ``point`` for the driver ``token`` (running on ``host`` as ``pid``): True when this driver now
+        holds it. One conditional UPDATE, atomic on every database: it succeeds only while no driver holds the
+        point (or, with ``takeover``, while the dead driver ``takeover`` still does). The point's row is created
+        first if it does not exist yet (status ``claimed``)."""
+        from sqlalchemy import update
+
+        self._ensure_point(point, status="claimed")
+        held = Point.claim_token.is_(None) if takeover is None else Point.claim_token == takeover
+        with self.engine.begin() as conn:
+            n = conn.execute(update(Point).where(Point.point_key == point["point_key"], held).values(
+                claim_token=token, claim_host=host, claim_pid=pid, claim_utc=_now())).rowcount
+        return n == 1
+
+    def heartbeat(self, token: str) -> None:
+        """The driver ``token`` is alive: refresh the time of every claim it holds."""
+        from sqlalchemy import update
+
+        with self.engine.begin() as conn:
+            conn.execute(update(Point).where(Point.claim_token == token).values(claim_utc=_now()))
+
+    def release(self, token: str, point_key: str | None = None) -> None:
+        """The driver ``token`` lets go of ``point_key`` (of every point it holds, without one)."""
+        from sqlalchemy import update
+
+        cond = [Point.claim_token == token] + ([Point.point_key == point_key] if point_key else [])
+        with self.engine.begin() as conn:
+            conn.execute(update(Point).where(*cond).values(
+                claim_token=None, claim_host=None, claim_pid=None, claim_utc=None))
+
+    def _ensure_point(self, p: dict[str, Any], status: str) -> None:
+        """Create the point's row if it does not exist, in its own transaction: two drivers creating it at the
+        same moment both succeed (the second finds the first's row)."""
+        from sqlalchemy.exc import IntegrityError
+
+        with Session(self.engine) as s:
+            if s.scalar(select(Point.point_key).where(Point.point_key == p["point_key"])) is not None:
+                return
+        try:
+            with Session(self.engine) as s, s.begin():
+                self._point_row(s, p).status = status
+        except IntegrityError:
+            pass
+
+    def _ensure_environment(self, env: dict[str, Any]) -> str:
+        """The id of ``env``'s row, created if needed in its own transaction (safe against a concurrent driver)."""
+        from sqlalchemy.exc import IntegrityError
+
+        env_id = hashlib.sha256(json.dumps(env, sort_keys=True, default=str).encode()).hexdigest()[:20]
+        with Session(self.engine) as s:
+            if s.get(Environment, env_id) is not None:
+                return env_id
+        git = env.get("git") or {}
+        try:
+            with Session(self.engine) as s, s.begin():
+                s.add(Environment(
+                    id=env_id, host=env.get("host", ""), os=env.get("os", ""),
+                    git_commit=git.get("commit"), git_dirty=bool(git.get("dirty")),
+                    packages=env.get("packages", {}), raw=env,
+                ))
+        except IntegrityError:
+            pass
+        return env_id
 
     def is_done(self, point_key: str) -> bool:
         with Session(self.engine) as s:
@@ -300,6 +375,7 @@ class Store:
         return row
 
     def record_submitted(self, point: dict[str, Any], job_id: str, run_dir: str) -> None:
+        self._ensure_point(point, status="submitted")
         with Session(self.engine) as s, s.begin():
             row = self._point_row(s, point)
             if row.status != "completed":
@@ -312,6 +388,9 @@ class Store:
 
     def record(self, record: dict[str, Any]) -> bool:
         """Store a result or failure record. Returns False when it changed nothing (already stored)."""
+        self._ensure_point(record["point"], status="submitted")
+        env_id = self._ensure_environment(record["env"]) if record["kind"] == "ddlio.result" and record.get("env") \
+            else None
         with Session(self.engine) as s, s.begin():
             row = self._point_row(s, record["point"])
             finished = _parse_utc(record.get("finished_utc"))
@@ -330,10 +409,11 @@ class Store:
                 older = finished is not None and row.finished_utc is not None and finished < row.finished_utc
                 if same or older:  # already stored, or an older measurement than the stored one
                     return False
-            self._store_result(s, row, record, finished)
+            self._store_result(s, row, record, finished, env_id)
             return True
 
-    def _store_result(self, s: Session, row: Point, rec: dict[str, Any], finished: dt.datetime | None) -> None:
+    def _store_result(self, s: Session, row: Point, rec: dict[str, Any], finished: dt.datetime | None,
+                      env_id: str | None) -> None:
         totals = rec["totals"]
         row.status, row.error, row.job_state = "completed", None, rec.get("job_state", "COMPLETED")
         row.finished_utc = finished
@@ -349,17 +429,7 @@ class Store:
         row.result = _json_safe({k: v for k, v in rec.items() if k not in ("epochs", "point")})
         row.result_id = rec.get("result_id")
         self._count_overlaps(s, row, rec.get("started_unix"), rec.get("finished_unix"))
-        env = rec.get("env")
-        if env:
-            env_id = hashlib.sha256(json.dumps(env, sort_keys=True, default=str).encode()).hexdigest()[:20]
-            if s.get(Environment, env_id) is None:
-                git = env.get("git") or {}
-                s.add(Environment(
-                    id=env_id, host=env.get("host", ""), os=env.get("os", ""),
-                    git_commit=git.get("commit"), git_dirty=bool(git.get("dirty")),
-                    packages=env.get("packages", {}), raw=env,
-                ))
-            row.env_id = env_id
+        row.env_id = env_id
         row.epoch_rows.clear()
         s.flush()
         for e in rec["epochs"]:

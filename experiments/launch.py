@@ -35,7 +35,18 @@ class Tracker(Protocol):
     """What :func:`launch` needs from the results store."""
 
     def lookup(self, point_key: str) -> dict[str, Any] | None:
-        """``{"status", "job_id", "run_dir"}`` of a stored point (status: submitted, completed, failed), or None."""
+        """The stored state of a point (``status``: claimed, submitted, completed, failed; ``job_id``, ``run_dir``,
+        ``pending``, ``attempts``, ``finished_utc``, ``error``, the claim's ``claim_token``, ``claim_host``,
+        ``claim_pid``, ``claim_utc``), or None."""
+
+    def claim(self, point: dict[str, Any], token: str, host: str, pid: int, takeover: str | None = None) -> bool:
+        """Atomically take the point for driver ``token`` (or from the dead driver ``takeover``); True if taken."""
+
+    def heartbeat(self, token: str) -> None:
+        """Driver ``token`` is alive: refresh its claims."""
+
+    def release(self, token: str, point_key: str | None = None) -> None:
+        """Driver ``token`` lets go of one point (of all its points without ``point_key``)."""
 
     def record_submitted(self, point: dict[str, Any], job_id: str, run_dir: str) -> None:
         """A point has been handed to the scheduler."""
@@ -152,6 +163,13 @@ VANISH_S = 120.0
 MAX_ARRAY = 1000
 #: after Slurm says a job ended, how long to wait for its result file to appear (shared file-system lag)
 RESULT_GRACE_S = 10.0
+#: how often a driver tells the store it is alive (refreshes its claims), in seconds
+HEARTBEAT_S = 30.0
+#: a claim held by a driver on another host that has not refreshed it for this long belongs to a dead driver
+#: (on the same host the driver's PID tells at once), in seconds
+CLAIM_STALE_S = 300.0
+#: how often a driver waiting for points another driver holds looks at the store, in seconds (per 100 points)
+FOLLOW_POLL_S = 0.5
 
 
 @dataclass
@@ -166,7 +184,16 @@ class SweepReport:
     completed: int = 0
     failed: int = 0
     still_running: int = 0
+    #: points another live driver was measuring, whose outcome this call waited for and reports as its own
+    followed: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)
+    #: each point's last outcome in this call (point key -> completed | failed); the exit status follows it
+    final: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def failed_points(self) -> list[str]:
+        """Points whose last outcome in this call is a failure (a LOST point measured again is not one)."""
+        return [k for k, v in self.final.items() if v != "completed"]
 
 
 @dataclass
@@ -179,6 +206,15 @@ class Pending:
     ended_at: float | None = None  # when Slurm first reported a terminal state without a result file
     missing_since: float | None = None  # when Slurm first stopped knowing the job
     state: str = "PENDING"
+
+
+@dataclass
+class Follow:
+    """A point another live driver holds: wait for the outcome it stores."""
+
+    spec: PointSpec
+    token: str
+    seen: tuple[Any, Any]  # (attempts, finished_utc) when first seen: an outcome is new when these changed
 
 
 def run_dir_for(spec: PointSpec) -> Path:
@@ -279,43 +315,163 @@ def _note_submitted(tracker: Tracker, spec: PointSpec, job_id: str, rd: Path, fo
 
 
 class _Driver:
-    """Bookkeeping shared by the local and Slurm paths: report, echo, and storing each outcome once."""
+    """Bookkeeping shared by the local and Slurm paths: report, echo, storing each outcome once, and this
+    driver's claims in the store (one token per driver process)."""
 
     def __init__(self, tracker: Tracker, report: SweepReport, echo: Callable[[str], None]) -> None:
+        import socket
+
         self.tracker, self.report, self.echo = tracker, report, echo
         self.t0 = time.perf_counter()
         self.done = 0
+        self.token, self.host, self.pid = uuid.uuid4().hex, socket.gethostname(), os.getpid()
+        self.last_beat = time.monotonic()
 
-    def finish(self, spec: PointSpec, record: dict[str, Any], seconds: float | None = None) -> None:
-        self.tracker.record(record)
+    def heartbeat(self) -> None:
+        """Tell the store this driver is alive (at most every :data:`HEARTBEAT_S` seconds); call it while waiting."""
+        if time.monotonic() - self.last_beat >= HEARTBEAT_S:
+            self.last_beat = time.monotonic()
+            self.tracker.heartbeat(self.token)
+
+    def claim(self, spec: PointSpec, takeover: str | None = None) -> bool:
+        return self.tracker.claim(spec.to_dict(), self.token, self.host, self.pid, takeover=takeover)
+
+    def release(self, spec: PointSpec | None = None) -> None:
+        self.tracker.release(self.token, spec.point_key if spec else None)
+
+    def _line(self, spec: PointSpec) -> str:
         self.done += 1
-        took = f"  ({seconds:.1f} s)" if seconds is not None else ""
         expected = self.report.total - self.report.skipped - self.report.not_retried
-        prefix = f"[{self.done}/{max(expected, self.done)}] {spec.label}"
+        return f"[{self.done}/{max(expected, self.done)}] {spec.label}"
+
+    def finish(self, spec: PointSpec, record: dict[str, Any], seconds: float | None = None,
+               keep: bool = False) -> None:
+        """Store a point's outcome and report it; the claim is released unless ``keep`` (measured again next)."""
+        self.tracker.record(record)
+        if not keep:
+            self.release(spec)
+        took = f"  ({seconds:.1f} s)" if seconds is not None else ""
+        prefix = self._line(spec)
         if record["kind"] == "ddlio.result":
             self.report.completed += 1
+            self.report.final[spec.point_key] = "completed"
             t = record["totals"]
             self.echo(f"{prefix}: {t['bandwidth_mib_s']:.1f} MiB/s, {t['iops']:.0f} IOPS, cache {t['cache']}{took}")
         else:
-            self.report.failed += 1
-            lines = record["error"].strip().splitlines()
-            first = lines[0] if lines else "unknown error"
-            self.report.failures.append((spec.point_key, first))
-            self.echo(f"{prefix}: FAILED: {first}{took}")
+            self._failed(spec, prefix, record["error"], took)
+
+    def adopt(self, spec: PointSpec, row: dict[str, Any]) -> None:
+        """Report the outcome another driver stored for a point this one asked for, as this call's own."""
+        self.report.followed += 1
+        prefix = self._line(spec)
+        if row["status"] == "completed":
+            self.report.completed += 1
+            self.report.final[spec.point_key] = "completed"
+            bw, iops = row.get("bandwidth_mib_s") or 0.0, row.get("iops") or 0.0
+            self.echo(f"{prefix}: {bw:.1f} MiB/s, {iops:.0f} IOPS, cache {row.get('cache')} (measured by another "
+                      "driver)")
+        else:
+            self._failed(spec, prefix, row.get("error") or "", " (measured by another driver)")
+
+    def _failed(self, spec: PointSpec, prefix: str, error: str, took: str) -> None:
+        self.report.failed += 1
+        self.report.final[spec.point_key] = "failed"
+        lines = error.strip().splitlines()
+        first = lines[0] if lines else "unknown error"
+        self.report.failures.append((spec.point_key, first))
+        self.echo(f"{prefix}: FAILED: {first}{took}")
+
+
+def _process_alive(pid: int | None, since: Any) -> bool:
+    """Whether process ``pid`` of this host runs and is the one that was alive at ``since`` (a naive UTC datetime):
+    a PID recycled by a process started later is not it."""
+    import datetime as dt
+
+    try:
+        stat = Path(f"/proc/{int(pid)}/stat").read_text()  # type: ignore[arg-type]
+        btime = next(int(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines()
+                     if ln.startswith("btime "))
+    except (TypeError, ValueError, OSError, StopIteration):
+        return False
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] in ("Z", "X"):
+        return False
+    started = btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    if since is None:
+        return True
+    when = since.replace(tzinfo=dt.timezone.utc).timestamp() if isinstance(since, dt.datetime) else float(since)
+    return started <= when + 2.0  # btime has a resolution of one second
+
+
+def claim_alive(row: dict[str, Any]) -> bool:
+    """Whether the driver holding a point's claim is alive: on this host its PID says so; on another host its
+    claim must have been refreshed within :data:`CLAIM_STALE_S` seconds."""
+    import datetime as dt
+    import socket
+
+    if not row.get("claim_token"):
+        return False
+    if row.get("claim_host") == socket.gethostname():
+        return _process_alive(row.get("claim_pid"), row.get("claim_utc"))
+    when = row.get("claim_utc")
+    if when is None:
+        return False
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    return (now - when).total_seconds() < CLAIM_STALE_S
+
+
+def _take(spec: PointSpec, driver: _Driver) -> dict[str, Any] | None:
+    """Claim the point for this driver, taking it over from a dead driver if need be. Returns None when the point
+    is now this driver's, else the row of the live driver that holds it."""
+    row: dict[str, Any] = {}
+    for _ in range(10):  # each turn loses only to another driver that just took or released the point
+        if driver.claim(spec):
+            return None
+        row = driver.tracker.lookup(spec.point_key) or {}
+        holder = row.get("claim_token")
+        if holder is None:
+            continue
+        if holder == driver.token:
+            return None
+        if claim_alive(row):
+            return row
+        if driver.claim(spec, takeover=holder):
+            driver.echo(f"{spec.label}: taking over from a driver that is gone "
+                        f"(host {row.get('claim_host')}, pid {row.get('claim_pid')})")
+            return None
+    return row
 
 
 def _plan(points: Sequence[PointSpec], tracker: Tracker, force: bool, retry_failed: bool,
-          report: SweepReport, driver: _Driver) -> tuple[list[PointSpec], list[Pending]]:
-    """Sort the points: skip the measured, harvest what finished while no driver watched, re-attach running
-    jobs, and return (to submit, to wait for)."""
+          report: SweepReport, driver: _Driver) -> tuple[list[PointSpec], list[Pending], list[Follow]]:
+    """Sort the points: skip the measured, claim the others in the store (points another live driver holds are
+    followed, not measured), harvest what finished while no driver watched, re-attach running jobs, and return
+    (to submit, to wait for, to follow)."""
     submit: list[PointSpec] = []
     attach: list[Pending] = []
+    follow: list[Follow] = []
     slurm_ids: dict[str, tuple[PointSpec, str, Path, bool]] = {}
     for spec in points:
-        row = tracker.lookup(spec.point_key)
+        first = tracker.lookup(spec.point_key)
+        forced = force or spec.force
+        if first and first["status"] == "completed" and not first["pending"] and not first.get("claim_token") \
+                and not forced:
+            report.skipped += 1
+            continue
+        seen = (first.get("attempts"), first.get("finished_utc")) if first else (None, None)
+        holder = _take(spec, driver)
+        if holder is not None:
+            follow.append(Follow(spec, holder["claim_token"], seen))
+            continue
+        row = tracker.lookup(spec.point_key)  # under this driver's claim from here on
         status = row["status"] if row else None
+        if row and not row["pending"] and status in ("completed", "failed") and first is not None \
+                and (row.get("attempts"), row.get("finished_utc")) != seen:
+            driver.release(spec)  # another driver measured it between our two looks: its outcome is ours
+            driver.adopt(spec, row)
+            continue
         rd = Path((row or {}).get("run_dir") or run_dir_for(spec))
-        if row is not None and (row.get("pending") or status == "submitted"):
+        if row is not None and (row.get("pending") or (status == "submitted" and row.get("job_id"))):
             # a job of ours went out and was not harvested: harvest it or re-attach; never submit it again
             info = _job_info(rd)
             retry = retry_failed and status != "completed"
@@ -323,19 +479,22 @@ def _plan(points: Sequence[PointSpec], tracker: Tracker, force: bool, retry_fail
             if info.get("executor") == "slurm":  # Slurm's word first: it may say why the job's own record exists
                 slurm_ids[spec.point_key] = (spec, str(row.get("job_id")), rd, retry)
             elif record is not None:
-                driver.finish(spec, record)
-                if record["kind"] == "ddlio.failure" and retry:
+                again = record["kind"] == "ddlio.failure" and retry
+                driver.finish(spec, record, keep=again)
+                if again:
                     submit.append(spec)
             elif info.get("executor") == "local" and _local_job_alive(row.get("job_id")):
                 attach.append(Pending(spec, str(row.get("job_id")), rd, state="RUNNING"))
             else:  # a local job that died with its driver: record that, and measure again
+                again = retry or forced
                 driver.finish(spec, failure_record(spec.to_dict(), _lost_job_error(spec, str(row.get("job_id")),
-                                                   "LOST", rd), job_state="LOST", run_dir=str(rd)))
-                if retry or force or spec.force:
+                                                   "LOST", rd), job_state="LOST", run_dir=str(rd)), keep=again)
+                if again:
                     submit.append(spec)
-        elif row is None or force or spec.force:
+        elif row is None or status in ("claimed", "submitted") or forced:
             submit.append(spec)
         elif status == "completed":
+            driver.release(spec)
             report.skipped += 1
         else:  # failed: a result may still have landed after the driver gave up on it
             record = read_record(rd)
@@ -344,6 +503,7 @@ def _plan(points: Sequence[PointSpec], tracker: Tracker, force: bool, retry_fail
             elif retry_failed:
                 submit.append(spec)
             else:
+                driver.release(spec)
                 report.not_retried += 1
     if slurm_ids:
         from experiments.slurm import TERMINAL, job_states
@@ -355,12 +515,41 @@ def _plan(points: Sequence[PointSpec], tracker: Tracker, force: bool, retry_fail
             if state in TERMINAL or record is not None:
                 record = _with_slurm_state(record, jid, state) if record else failure_record(
                     spec.to_dict(), _lost_job_error(spec, jid, state, rd), job_state=state, run_dir=str(rd))
-                driver.finish(spec, record)
-                if record["kind"] == "ddlio.failure" and retry:
+                again = record["kind"] == "ddlio.failure" and retry
+                driver.finish(spec, record, keep=again)
+                if again:
                     submit.append(spec)
             else:
                 attach.append(Pending(spec, jid, rd, state=state))
-    return submit, attach
+    return submit, attach, follow
+
+
+def _follow(follow: list[Follow], driver: _Driver) -> list[PointSpec]:
+    """Wait for the points other live drivers hold and report the outcomes they store as this call's own.
+    Returns the points to plan again: their driver died (take them over), or let go of them without an outcome
+    (e.g. it submitted them with wait=false)."""
+    if not follow:
+        return []
+    driver.echo(f"{len(follow)} point(s) are being measured by another driver: waiting for their outcome")
+    replan: list[PointSpec] = []
+    live = list(follow)
+    while live:
+        driver.heartbeat()
+        for f in list(live):
+            row = driver.tracker.lookup(f.spec.point_key) or {}
+            holder = row.get("claim_token")
+            if holder and holder != driver.token and claim_alive(row):
+                f.token = holder  # still held (perhaps by a driver that took it over): wait on
+                continue
+            live.remove(f)
+            if not holder and not row.get("pending") and row.get("status") in ("completed", "failed") \
+                    and (row.get("attempts"), row.get("finished_utc")) != f.seen:
+                driver.adopt(f.spec, row)
+            else:
+                replan.append(f.spec)
+        if live:
+            time.sleep(FOLLOW_POLL_S * max(1.0, len(live) / 100))
+    return replan
 
 
 def _local_job_alive(job_id: Any) -> bool:
@@ -381,6 +570,7 @@ def _run_local(specs: list[PointSpec], attach: list[Pending], driver: _Driver) -
 
     for p in attach:  # a local job of an earlier driver still running: wait for its files
         while _local_job_alive(p.job_id) and read_record(p.run_dir) is None:
+            driver.heartbeat()
             time.sleep(FILE_POLL_S)
         record = read_record(p.run_dir) or failure_record(
             p.spec.to_dict(), _lost_job_error(p.spec, p.job_id, "EXITED", p.run_dir), run_dir=str(p.run_dir))
@@ -396,6 +586,7 @@ def _run_local(specs: list[PointSpec], attach: list[Pending], driver: _Driver) -
         driver.report.submitted += 1
         try:
             while not job.done():  # submitit's own wait polls once a second; a local job is cheap to poll
+                driver.heartbeat()
                 time.sleep(LOCAL_POLL_S)
             record = job.result()
         except Exception as e:  # the job itself died (killed, timed out): still record the point
@@ -442,6 +633,7 @@ def _wait_slurm(pending: list[Pending], driver: _Driver) -> None:
     last_states = 0.0
     last_line = ""
     while live:
+        driver.heartbeat()
         now = time.perf_counter()
         for key, p in list(live.items()):
             record = read_record(p.run_dir)
@@ -494,13 +686,31 @@ def launch(
     """
     report = SweepReport(total=len(points))
     driver = _Driver(tracker, report, echo)
-    submit, attach = _plan(points, tracker, force, retry_failed, report, driver)
-    if report.skipped:
-        echo(f"{report.skipped} of {len(points)} points already measured: skipped (force=true re-measures)")
-    if report.not_retried:
-        echo(f"{report.not_retried} failed point(s) not retried (retry_failed=false)")
+    try:
+        todo = list(points)
+        while todo:  # a second round only for points another driver held and let go of, or died holding
+            todo = _round(todo, force, retry_failed, wait, driver)
+    finally:
+        driver.release()  # jobs still out keep their pending mark: the next driver harvests or re-attaches
+    if report.completed or report.failed:
+        echo(f"done: {report.completed} measured, {report.failed} failed, {report.skipped} skipped "
+             f"in {time.perf_counter() - driver.t0:.1f} s")
+    return report
+
+
+def _round(points: Sequence[PointSpec], force: bool, retry_failed: bool, wait: bool,
+           driver: _Driver) -> list[PointSpec]:
+    """Plan, measure and wait for ``points`` once; return those to plan again (see :func:`_follow`)."""
+    report, echo = driver.report, driver.echo
+    skipped, not_retried = report.skipped, report.not_retried
+    submit, attach, follow = _plan(points, driver.tracker, force, retry_failed, report, driver)
+    if report.skipped > skipped:
+        echo(f"{report.skipped - skipped} of {len(points)} points already measured: skipped "
+             "(force=true re-measures)")
+    if report.not_retried > not_retried:
+        echo(f"{report.not_retried - not_retried} failed point(s) not retried (retry_failed=false)")
     if attach:
-        report.reattached = len(attach)
+        report.reattached += len(attach)
         echo(f"re-attached to {len(attach)} job(s) still queued or running")
     slurm = [s for s in submit if s.cluster["executor"] == "slurm"]
     local = [s for s in submit if s.cluster["executor"] != "slurm"]
@@ -516,13 +726,14 @@ def launch(
             echo("interrupted: the jobs go on; run the same command again to store their results")
             raise
     elif pending:
-        report.still_running = len(pending)
+        report.still_running += len(pending)
         echo(f"{len(pending)} job(s) queued or running: run the same command again (without wait=false) "
              "to store their results")
-    if report.completed or report.failed:
-        echo(f"done: {report.completed} measured, {report.failed} failed, {report.skipped} skipped "
-             f"in {time.perf_counter() - driver.t0:.1f} s")
-    return report
+    if not wait and follow:
+        report.still_running += len(follow)
+        echo(f"{len(follow)} point(s) are being measured by another driver (not waited for: wait=false)")
+        return []
+    return _follow(follow, driver)
 
 
 def dry_run(points: Sequence[PointSpec], echo: Callable[[str], None] = print) -> None:

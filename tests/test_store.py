@@ -132,3 +132,19 @@ def test_points_measured_at_the_same_time_count_each_other(tmp_path, store):
     with sqlite3.connect(tmp_path / "r.db") as c:
         got = dict(c.execute("select format, overlapping from points").fetchall())
     assert got == {"hdf5": 1, "npz": 1, "tfrecord": 0}
+
+
+def test_a_point_is_claimed_by_one_driver_at_a_time(tmp_path, store):
+    spec = point(tmp_path)
+    assert store.claim(spec.to_dict(), "a" * 32, "h1", 11) is True
+    assert store.lookup(spec.point_key)["status"] == "claimed"  # the row exists before any job does
+    assert store.claim(spec.to_dict(), "b" * 32, "h2", 22) is False  # held
+    assert store.claim(spec.to_dict(), "b" * 32, "h2", 22, takeover="c" * 32) is False  # not the holder's token
+    assert store.claim(spec.to_dict(), "b" * 32, "h2", 22, takeover="a" * 32) is True  # taken over from a
+    row = store.lookup(spec.point_key)
+    assert (row["claim_token"], row["claim_host"], row["claim_pid"]) == ("b" * 32, "h2", 22)
+    store.release("a" * 32, spec.point_key)  # a no longer holds it: nothing changes
+    assert store.lookup(spec.point_key)["claim_token"] == "b" * 32
+    store.release("b" * 32)
+    assert store.lookup(spec.point_key)["claim_token"] is None
+    assert store.claim(spec.to_dict(), "a" * 32, "h1", 11) is True
