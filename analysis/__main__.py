@@ -1,9 +1,15 @@
-"""``python -m analysis <command>``: each command is a module with ``setup_parser(parser)`` and ``main(args)``."""
+"""``python -m analysis <command>``: each command is a module with ``setup_parser(parser)`` and ``main(args)``.
+
+No traceback reaches a user: a ddlio error (bad input, no store) prints ``error: ...`` and exits 2; anything
+unexpected prints one line naming its type and message and exits 1 (``DDLIO_TRACEBACK=1`` shows the traceback);
+Ctrl-C prints ``interrupted`` and exits 130; a reader that goes away (``| head``) ends the command quietly.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 #: command -> (module, one-line help). Listed explicitly: adding a command is adding a line.
@@ -17,6 +23,8 @@ COMMANDS = {
     "query": ("analysis.sql", "read-only SQL over the store (writes are refused)"),
     "export": ("analysis.export", "the points (or epochs) as CSV or Parquet"),
 }
+#: The one documented switch that shows the traceback of an error (any value but "", "0").
+TRACEBACK_ENV = "DDLIO_TRACEBACK"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,20 +37,46 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    code = importlib.import_module(args._module).main(args)
+    sys.stdout.flush()  # inside the guard: a reader gone before our buffered output is written is not an error
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns the exit code (0 ok, 1 failed or unexpected error, 2 bad input, 130 interrupted)."""
     from experiments.errors import DdlioError
 
+    show = os.environ.get(TRACEBACK_ENV, "") not in ("", "0")
     try:
-        return importlib.import_module(args._module).main(args)
-    except (DdlioError, FileNotFoundError) as e:
+        return _run(argv)
+    except BrokenPipeError:  # the reader of our output went away (| head): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush cannot fail again
+        return 0
+    except KeyboardInterrupt:
+        _traceback(show)
+        print("interrupted", file=sys.stderr)
+        return 130
+    except (DdlioError, FileNotFoundError) as e:  # FileNotFoundError: "no results store at ..."
+        _traceback(show)
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except BrokenPipeError:  # the reader of our output went away (| head): not an error of ours
-        import os
+    except Exception as e:
+        if _traceback(show):
+            return 1
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        print(f"error: {type(e).__name__}: {first} (set {TRACEBACK_ENV}=1 to see the traceback)", file=sys.stderr)
+        return 1
 
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+
+def _traceback(show: bool) -> bool:
+    """Print the exception being handled with its traceback when ``show``; returns ``show``."""
+    if show:
+        import traceback
+
+        traceback.print_exc()
+    return show
 
 
 if __name__ == "__main__":

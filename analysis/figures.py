@@ -298,9 +298,20 @@ def render(jobs: list[FigureJob], out: Path, formats: tuple[str, ...] = ("png", 
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = multiprocessing.get_context("fork")  # workers inherit the frames: nothing big is pickled back
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        paths = list(pool.map(_draw_and_save, todo, [out] * len(todo), [formats] * len(todo)))
+    # Ctrl-C reaches the whole process group: workers ignore it (no traceback from each), the parent stops the pool
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_ignore_sigint) as pool:
+        try:
+            paths = list(pool.map(_draw_and_save, todo, [out] * len(todo), [formats] * len(todo)))
+        except KeyboardInterrupt:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
     return list(zip(todo, paths, strict=True))
+
+
+def _ignore_sigint() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 #: zlib level 3 instead of Pillow's default: half the time to write a large figure, no larger a file (measured)
