@@ -23,6 +23,9 @@ COMMANDS = {
     "query": ("analysis.sql", "read-only SQL over the store (writes are refused)"),
     "export": ("analysis.export", "the points (or epochs) as CSV or Parquet"),
 }
+#: OS errors about a path the user gave (--db, --out, a directory): bad input, exit 2. FileNotFoundError also
+#: carries the store's "no results store at ...".
+_PATH_ERRORS = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError)
 #: The one documented switch that shows the traceback of an error (any value but "", "0").
 TRACEBACK_ENV = "DDLIO_TRACEBACK"
 
@@ -58,9 +61,12 @@ def main(argv: list[str] | None = None) -> int:
         _traceback(show)
         print("interrupted", file=sys.stderr)
         return 130
-    except (DdlioError, FileNotFoundError) as e:  # FileNotFoundError: "no results store at ..."
+    except (DdlioError, *_PATH_ERRORS) as e:  # a path the user named: missing, in the way, not allowed
         _traceback(show)
-        print(f"error: {e}", file=sys.stderr)
+        if isinstance(e, OSError) and e.strerror and e.filename:
+            print(f"error: {e.strerror}: {e.filename}", file=sys.stderr)
+        else:
+            print(f"error: {e}", file=sys.stderr)
         return 2
     except Exception as e:
         if _traceback(show):

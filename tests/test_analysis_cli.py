@@ -60,6 +60,17 @@ def test_a_ddlio_error_is_one_line_and_exit_2(tmp_path, analysis):
     no_traceback(r)
 
 
+@pytest.mark.parametrize("command", [("report", "--out", "a-file/report.html"), ("figures", "--out", "a-file"),
+                                     ("export", "--out", "a-file/points.csv")])
+def test_an_output_path_in_the_way_is_bad_input_in_one_line(tmp_path, analysis, command):
+    from analysis.store import Store
+
+    Store(str(tmp_path / "r.db"))
+    (tmp_path / "a-file").write_text("x")
+    r = analysis(*command, "--db", str(tmp_path / "r.db"))
+    assert r.returncode == 2 and r.stderr == "error: File exists: a-file\n", r.stderr
+
+
 # A fake command (named so) registered at the process boundary: the real `main` of `python -m analysis` handling an
 # exception nothing in ddlio expects. Nothing here can raise one on purpose that a future fix would not turn into a
 # ddlio error.
