@@ -169,6 +169,7 @@ def main() -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        print("interrupted: what finished is stored; run the same command again to resume", file=sys.stderr)
         return 130
     store.end_sweep(report.completed, report.failed)
     if report.failed_points:
@@ -178,9 +179,28 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":
+def run() -> int:
+    """``main()`` as a command: no traceback reaches the user unless ``DDLIO_TRACEBACK=1`` asks for it."""
     try:
-        sys.exit(main())
+        return main()
     except BrokenPipeError:  # output piped into head & co.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(0)
+        return 0
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        if os.environ.get("DDLIO_TRACEBACK") == "1":
+            raise
+        from experiments.errors import DdlioError
+
+        if isinstance(e, DdlioError):
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(f"error: {type(e).__name__}: {e}".splitlines()[0][:500], file=sys.stderr)
+        print("(an unexpected error in ddlio; set DDLIO_TRACEBACK=1 to see the traceback)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(run())

@@ -42,5 +42,9 @@ class LaunchError(DdlioError):
     """A job or an MPI step could not be started, or ended badly (wraps what the launcher said)."""
 
 
+class TimeLimitError(LaunchError):
+    """A point ran out of its time limit (``cluster.timeout_min``); the step that was running was killed."""
+
+
 class KernelError(DdlioError):
     """The reader kernel measured something it cannot vouch for (e.g. bytes read differ from the plan)."""

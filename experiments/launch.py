@@ -11,13 +11,14 @@ Two halves:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -56,16 +57,30 @@ class Tracker(Protocol):
 
 
 # --------------------------------------------------------------------------------------------- inside the job
-def _step_runner(spec: PointSpec, run_dir: Path) -> Callable[[str, list[str], int, str], None]:
+def _step_runner(spec: PointSpec, run_dir: Path, deadline: float | None = None
+                 ) -> Callable[[str, list[str], int, str], None]:
+    """Run MPI steps of a point; every step gets what is left of the point's time limit (``deadline``, on the
+    ``time.monotonic`` clock; default: the whole ``cluster.timeout_min`` from now)."""
+    from experiments.errors import TimeLimitError
     from experiments.mpirun import headline, launch_argv, run_step
 
-    timeout_s = float(spec.cluster["timeout_min"]) * 60
+    limit_s = float(spec.cluster["timeout_min"]) * 60
+    deadline = time.monotonic() + limit_s if deadline is None else deadline
     env = {str(k): str(v) for k, v in (spec.cluster.get("env") or {}).items()}
 
     def step(module: str, args: list[str], ranks: int, name: str) -> None:
         nodes = min(spec.nodes, ranks)
         argv = launch_argv(spec.cluster["launch"], ranks, nodes, -(-ranks // nodes), module, args)
-        res = run_step(argv, timeout_s, env=env, log_prefix=str(run_dir / name))
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeLimitError(f"time limit reached before the {name} step: the point's cluster.timeout_min="
+                                 f"{spec.cluster['timeout_min']} ({limit_s:.1f} s) ran out; raise cluster.timeout_min")
+        try:
+            res = run_step(argv, left, env=env, log_prefix=str(run_dir / name))
+        except TimeLimitError as e:
+            raise TimeLimitError(
+                f"time limit reached: the point's cluster.timeout_min={spec.cluster['timeout_min']} ({limit_s:.1f} s) "
+                f"ran out in the {name} step, which was killed; raise cluster.timeout_min\n{e}") from None
         if res.returncode != 0:
             raise LaunchError(
                 f"{name} step failed (exit code {res.returncode}): {headline(res.stderr_tail)}\n"
@@ -102,7 +117,7 @@ def run_point(point: dict[str, Any], run_dir: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
         spec = PointSpec.from_dict(point)
-        step = _step_runner(spec, rd)
+        step = _step_runner(spec, rd, time.monotonic() + float(spec.cluster["timeout_min"]) * 60)
         plan = DatasetPlan.from_point(spec)
         info = ensure_dataset(
             plan,
@@ -127,6 +142,12 @@ def run_point(point: dict[str, Any], run_dir: str) -> dict[str, Any]:
         return rec
     except Exception as e:  # an unexpected bug still must not lose the point's config and error
         rec = failure_record(point, f"{type(e).__name__}: {e}\n{traceback.format_exc()}", run_dir=str(rd))
+        write_json_atomic(rd / FAILURE, rec)
+        return rec
+    except KeyboardInterrupt:  # SIGINT: Ctrl-C in the driver's terminal, or the executor's own time limit
+        rec = failure_record(point, "interrupted (SIGINT: Ctrl-C, or the executor's time limit) after "
+                             f"{time.perf_counter() - t0:.1f} s; a rerun measures the point again",
+                             job_state="INTERRUPTED", run_dir=str(rd))
         write_json_atomic(rd / FAILURE, rec)
         return rec
     manifest = info.manifest
@@ -170,6 +191,10 @@ HEARTBEAT_S = 30.0
 CLAIM_STALE_S = 300.0
 #: how often a driver waiting for points another driver holds looks at the store, in seconds (per 100 points)
 FOLLOW_POLL_S = 0.5
+#: submitit's own time limit for a local job comes this much after the point's (minutes): a backstop only
+LOCAL_BACKSTOP_MIN = 1.0
+#: after Ctrl-C, how long the driver waits for the local job to record that it was interrupted (seconds)
+INTERRUPT_GRACE_S = 5.0
 
 
 @dataclass
@@ -289,11 +314,23 @@ def _archive_outcome(rd: Path) -> None:
         os.replace(p, dest / p.name)
 
 
+def private_dir(path: Path) -> Path:
+    """Create ``path`` (and its parents) with the folder itself readable by its owner only (mode 0700): run
+    folders hold job scripts, configs and logs, which are nobody else's business. An existing folder of ours that
+    others could enter is closed; the datasets beside it keep the umask's modes."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = path.stat()
+    if st.st_uid == os.getuid() and st.st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
 def _prepare_run_dir(spec: PointSpec) -> Path:
     """Archive the point's previous outcome and write the standalone reproducer."""
     from experiments.slurm import render_sbatch
 
     rd = run_dir_for(spec)
+    private_dir(Path(spec.data_root) / "runs")
     rd.mkdir(parents=True, exist_ok=True)
     _archive_outcome(rd)
     c = spec.cluster
@@ -578,10 +615,13 @@ def _run_local(specs: list[PointSpec], attach: list[Pending], driver: _Driver) -
     for spec in specs:
         rd = _prepare_run_dir(spec)
         folder = rd / "job"
-        executor = submitit.LocalExecutor(folder=folder)
-        executor.update_parameters(timeout_min=float(spec.cluster["timeout_min"]))
+        # the point keeps its own time limit (run_point); submitit's, a little later, is only a backstop
+        executor = submitit.LocalExecutor(folder=folder, max_num_timeout=0)
+        executor.update_parameters(timeout_min=float(spec.cluster["timeout_min"]) + LOCAL_BACKSTOP_MIN)
         t0 = time.perf_counter()
-        job = executor.submit(run_point, spec.to_dict(), str(rd))
+        folder.mkdir(parents=True, exist_ok=True)
+        with _output_to(folder / "controller.log"):  # submitit's controller writes its own tracebacks there
+            job = executor.submit(run_point, spec.to_dict(), str(rd))
         _note_submitted(driver.tracker, spec, str(job.job_id), rd, folder, "local")
         driver.report.submitted += 1
         try:
@@ -589,11 +629,50 @@ def _run_local(specs: list[PointSpec], attach: list[Pending], driver: _Driver) -
                 driver.heartbeat()
                 time.sleep(LOCAL_POLL_S)
             record = job.result()
+        except KeyboardInterrupt:  # Ctrl-C: stop the job, store what it says of itself, then stop the sweep
+            _interrupt_local(job, spec, rd, driver, t0)
+            raise
         except Exception as e:  # the job itself died (killed, timed out): still record the point
             state = str(getattr(job, "state", "FAILED"))
             error = f"job {job.job_id} ended {state}: {e}\n" + _lost_job_error(spec, str(job.job_id), state, rd)
             record = failure_record(spec.to_dict(), error, job_state=state, run_dir=str(rd))
         driver.finish(spec, record, time.perf_counter() - t0)
+
+
+@contextlib.contextmanager
+def _output_to(path: Path) -> Iterator[None]:
+    """Point this process's stdout and stderr file descriptors at ``path`` for the duration, so that a child
+    started meanwhile (submitit's local controller) writes there and not into the user's terminal."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (fd, *saved):
+            os.close(f)
+
+
+def _interrupt_local(job: Any, spec: PointSpec, rd: Path, driver: _Driver, t0: float) -> None:
+    """After Ctrl-C: stop the local job (it may not have seen the signal), wait a little for the failure record
+    it writes of itself, and store the point as interrupted, so a rerun measures it again."""
+    with contextlib.suppress(Exception):
+        job.cancel(check=False)
+    end = time.monotonic() + INTERRUPT_GRACE_S
+    record = None
+    while record is None and time.monotonic() < end:
+        record = read_record(rd)
+        if record is None:
+            time.sleep(LOCAL_POLL_S)
+    if record is None or record["kind"] != "ddlio.failure":
+        record = failure_record(spec.to_dict(), "interrupted (Ctrl-C) before the point finished; a rerun measures "
+                                "it again", job_state="INTERRUPTED", run_dir=str(rd))
+    driver.finish(spec, record, time.perf_counter() - t0)
 
 
 def _submit_slurm(specs: list[PointSpec], driver: _Driver) -> list[Pending]:

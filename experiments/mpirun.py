@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from experiments.errors import LaunchError
+from experiments.errors import LaunchError, TimeLimitError
 
 
 @dataclass
@@ -63,7 +63,7 @@ def run_step(
     log_prefix: str | None = None,
 ) -> StepResult:
     """Run one MPI step to completion within ``timeout_s`` seconds; on time-out the whole process group is
-    killed and a LaunchError raised (with the tail of what the step wrote). A non-zero exit is returned, not
+    killed and a TimeLimitError raised (with the tail of what the step wrote). A non-zero exit is returned, not
     raised (the caller decides).
 
     The step's stdout/stderr stream into ``log_prefix.out``/``.err`` as it runs (a temporary pair without a
@@ -95,8 +95,8 @@ def run_step(
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-                raise LaunchError(
-                    f"MPI step timed out after {timeout_s:.0f} s and was killed: {shlex.join(argv)}\n"
+                raise TimeLimitError(
+                    f"MPI step timed out after {timeout_s:.1f} s and was killed: {shlex.join(argv)}\n"
                     f"{_tail(tail(err_path), 15)}"
                 ) from None
             finally:
