@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         if _traceback(show):
             return 1
         first = (str(e).strip().splitlines() or [""])[0][:300]
-        print(f"error: {type(e).__name__}: {first} (set {TRACEBACK_ENV}=1 to see the traceback)", file=sys.stderr)
+        what = f"{type(e).__name__}: {first}" if first else type(e).__name__
+        print(f"error: {what} (set {TRACEBACK_ENV}=1 to see the traceback)", file=sys.stderr)
         return 1
 
 

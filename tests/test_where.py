@@ -123,6 +123,12 @@ def test_a_refused_construct_is_named_with_what_is_allowed(df, expr, match):
     assert len(msg.splitlines()) <= 11  # "error: " + this fits the 12-line budget
 
 
+def test_an_at_sign_inside_a_string_literal_is_text_not_a_variable(df):
+    df.loc[2, "format"] = "user@host"
+    assert Filter.parse("format == 'user@host'", df.columns).mask(df).tolist() == [False, False, True, False, False,
+                                                                                  False]
+
+
 def test_an_unknown_name_lists_the_columns_closest_first():
     with pytest.raises(FilterError, match=r"unknown column `node`(.|\n)*columns: nodes, ") as e:
         parse_where("node >= 2")
