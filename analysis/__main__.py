@@ -26,7 +26,7 @@ COMMANDS = {
 #: OS errors about a path the user gave (--db, --out, a directory): bad input, exit 2. FileNotFoundError also
 #: carries the store's "no results store at ...".
 _PATH_ERRORS = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError)
-#: The one documented switch that shows the traceback of an error (any value but "", "0").
+#: The one documented switch that shows the traceback of an error (``DDLIO_TRACEBACK=1``, as for sweep.py).
 TRACEBACK_ENV = "DDLIO_TRACEBACK"
 
 
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; returns the exit code (0 ok, 1 failed or unexpected error, 2 bad input, 130 interrupted)."""
     from experiments.errors import DdlioError
 
-    show = os.environ.get(TRACEBACK_ENV, "") not in ("", "0")
+    show = os.environ.get(TRACEBACK_ENV) == "1"  # as sweep.py reads it
     try:
         return _run(argv)
     except BrokenPipeError:  # the reader of our output went away (| head): not an error of ours
