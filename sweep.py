@@ -140,23 +140,30 @@ def main() -> int:
         import random
 
         random.Random(int(driver.get("seed", 0))).shuffle(specs)
+    unrunnable = ""
+    if any(s.cluster["executor"] == "slurm" for s in specs):
+        from experiments.slurm import check_available, check_runnable
+
+        try:
+            if not driver.get("dry_run"):
+                check_available()
+            unrunnable = check_runnable(specs, print if driver.get("dry_run") else lambda m: print(m, file=sys.stderr),
+                                        dry_run=bool(driver.get("dry_run")))
+        except DdlioError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     if driver.get("dry_run"):
         from experiments.launch import dry_run
 
         dry_run(specs, print)
+        if unrunnable:  # the plan is shown, and so is why it would be refused
+            print(f"error: {unrunnable}", file=sys.stderr)
+            return 2
         return 0
 
     from analysis.store import Store
     from experiments.launch import launch, new_sweep_id
 
-    if any(s.cluster["executor"] == "slurm" for s in specs):
-        from experiments.slurm import check_available
-
-        try:
-            check_available()
-        except DdlioError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
     store = Store(specs[0].db)
     force = any(s.force for s in specs)
     done = set() if force else {s.point_key for s in specs if store.is_done(s.point_key)}

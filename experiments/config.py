@@ -159,6 +159,12 @@ class ClusterConf:
     setup: list[str] = field(default_factory=list)
     # Slurm: at most this many points of one job array run at the same time
     array_parallelism: int = 4
+    # Slurm: seconds a job may be unknown to both squeue and sacct before it counts as gone (VANISHED); a queued
+    # job stays queued however long it waits. Not part of the point key.
+    vanish_after_s: float = 120.0
+    # Slurm: cancel a point pending for a reason only an administrator can clear (PartitionNodeLimit ...) and store
+    # it as failed with the reason; false keeps waiting. Not part of the point key.
+    cancel_unrunnable: bool = True
 
 
 @dataclass
@@ -512,6 +518,7 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
             problems.append(f"cluster.sbatch: {k!r} is not an sbatch option name (e.g. exclusive, mem, mail_type)")
         if isinstance(v, (dict, list)) or v is None:
             problems.append(f"cluster.sbatch.{k} must be a single value (a string, number or true), not {v!r}")
+    _positive(problems, "cluster.vanish_after_s", cl.get("vanish_after_s", 120.0), "seconds", MAX_TIMEOUT_MIN * 60)
     launch = str(cl["launch"])
     try:
         words = shlex.split(launch.format(ranks=1, nodes=1, ppn=1))

@@ -18,13 +18,8 @@ from typing import Any
 
 from experiments.errors import LaunchError
 from experiments.shell import export_line, quote, sbatch_flag
+from experiments.slurmstate import TERMINAL, WAITING, job_states  # noqa: F401  (job states live there)
 
-#: Slurm job states after which nothing more will happen to a job
-TERMINAL = frozenset({
-    "COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
-    "DEADLINE", "REVOKED", "SPECIAL_EXIT",
-})
-WAITING = frozenset({"PENDING", "REQUEUED", "RESIZING", "SUSPENDED", "CONFIGURING", "REQUEUE_HOLD", "REQUEUE_FED"})
 TEMPLATES = Path(__file__).resolve().parent.parent / "slurm_templates"
 
 
@@ -79,39 +74,6 @@ def make_executor(specs: list[Any], folder: Path) -> Any:
     return ex
 
 
-def job_states(job_ids: Iterable[str], timeout_s: float = 30) -> dict[str, str]:
-    """Current state of each job (``12345`` or array task ``12345_3``), from sacct (squeue where accounting is
-    off). A job neither knows is absent from the answer. States are Slurm's words (``CANCELLED by 0`` ->
-    ``CANCELLED``)."""
-    ids = sorted(set(job_ids))
-    if not ids:
-        return {}
-    base = sorted({i.split("_")[0] for i in ids})
-    out: dict[str, str] = {}
-    if shutil.which("sacct"):
-        try:
-            p = subprocess.run(["sacct", "-n", "-P", "-X", "-o", "JobID,State", "-j", ",".join(base)],
-                               capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return {}
-        if p.returncode == 0:
-            for line in p.stdout.splitlines():
-                jid, _, state = line.partition("|")
-                if jid and state:
-                    out[jid.strip()] = state.split()[0].rstrip("+")
-            return {i: out[i] for i in ids if i in out}
-    if shutil.which("squeue"):
-        try:
-            p = subprocess.run(["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(base)],
-                               capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return {}
-        for line in p.stdout.splitlines():
-            jid, _, state = line.partition("|")
-            out[jid.strip()] = state.strip()
-    return {i: out[i] for i in ids if i in out}
-
-
 def cancel(job_ids: Iterable[str]) -> None:
     ids = list(job_ids)
     if ids:
@@ -126,6 +88,42 @@ def check_available() -> None:
             "cluster=slurm needs Slurm's commands, but 'sbatch' is not on PATH: run the sweep on a cluster's login "
             "node (or load the site's slurm module); for a test cluster on this machine: tests/cluster/slurm.sh start"
         )
+
+
+def check_runnable(specs: list[Any], echo: Any = print, dry_run: bool = False) -> str:
+    """Refuse, before anything is submitted, Slurm points whose job could never start here: more nodes than the
+    partition has, more ranks per node than its nodes' CPUs, a time limit above its MaxTime, a partition, account
+    or QOS the user may not use, a per-job limit of the user's association or QOS. Raises one LaunchError naming
+    each point, its request and the limit (with ``dry_run``, returns its message instead, so the plan is still
+    shown). Where Slurm cannot be asked, says so and checks nothing."""
+    from experiments.slurmstate import ask_site, unrunnable
+
+    slurm = [s for s in specs if s.cluster.get("executor") == "slurm"]
+    if not slurm:
+        return ""
+    site = ask_site()
+    if site.error:
+        echo(f"note: could not ask Slurm ({site.error}): the points were not checked against the partition's "
+             "limits")
+        return ""
+    problems = unrunnable(slurm, site)
+    if problems:
+        shown = problems[:9] + ([f"... and {len(problems) - 9} more"] if len(problems) > 9 else [])
+        message = ("some points can never start on this cluster; nothing was submitted:\n"
+                   + "\n".join(f"  - {p}" for p in shown)
+                   + "\nlower nodes, ppn or cluster.timeout_min, or choose another cluster.partition "
+                   "(sinfo lists them)")
+        if dry_run:
+            return message
+        raise LaunchError(message)
+    if dry_run:
+        names = sorted({(s.cluster.get("partition") or "") for s in slurm})
+        parts = [site.partition(n) for n in names]
+        echo("Slurm: every point fits " + ", ".join(
+            f"partition {p.name} ({p.total_nodes} nodes, {max(p.cpus_per_node, default=0)} CPUs per node, "
+            f"MaxTime {'unlimited' if p.max_time_min is None else f'{p.max_time_min:g} min'}, {p.state})"
+            for p in parts if p is not None) + f"; arrays split below MaxArraySize {site.max_array_size}")
+    return ""
 
 
 # --------------------------------------------------------------------------------------------- reproducer

@@ -56,7 +56,8 @@ def test_experiment_presets_compose(sweep, tmp_path, preset, points):
     p = sweep("-m", f"+experiment={preset}", "dry_run=true", timeout=120)
     if preset == "deepgalaxy" and p.returncode == 2 and "needs TensorFlow" in p.stderr:
         pytest.skip("TensorFlow is not installed (the deepgalaxy preset reads through tf.data)")
-    assert p.returncode == 0, p.stderr
+    # where a Slurm answers, a preset above its size is shown and refused (exit 2): 12 nodes on the 2-node cluster
+    assert p.returncode == 0 or (p.returncode == 2 and "can never start on this cluster" in p.stderr), p.stderr
     assert f"dry run: {points} point(s)" in p.stdout
     assert not (tmp_path / "r.db").exists()
 

@@ -64,6 +64,10 @@ nodes_ok() {
 }
 nodes_idle() { [ "$(timeout 5 sinfo -h -N -p "$PART" -t idle -o %N 2>/dev/null | sort -u)" = "$(nodes | sort)" ]; }
 healthy() { ctld_up && acct_up && nodes_ok; }
+# what the running cluster was configured from: the generator of its configuration and the knobs it used. A cluster
+# started by an older version of this script (a different hash beside its state) is restarted by `start`.
+conf_hash() { { declare -f write_conf; echo "$N $CPUS $PART $B"; } | sha256sum | cut -c1-16; }
+conf_current() { [ "$(cat "$B/conf.hash" 2>/dev/null)" = "$(conf_hash)" ]; }
 # all daemons this base started are alive
 ours_up() {
   local n
@@ -123,11 +127,19 @@ SlurmdParameters=config_overrides
 JobAcctGatherType=jobacct_gather/linux
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
+# limits and QOS are enforced as on a real site: a test sets one with sacctmgr and removes it after
+AccountingStorageEnforce=limits,qos
+# a job of a higher PriorityTier partition (urgent) preempts debug's jobs: how a PREEMPTED job looks
+PreemptType=preempt/partition_prio
+PreemptMode=CANCEL
 JobCompType=jobcomp/filetxt
 JobCompLoc=$B/log/jobcomp.txt
 KillWait=5
 NodeName=n[1-$N] NodeHostname=$H NodeAddr=127.0.0.1 Port=[17001-$((17000 + N))] CPUs=$CPUS RealMemory=2000
-PartitionName=$PART Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+PartitionName=$PART Nodes=ALL Default=YES MaxTime=INFINITE State=UP PriorityTier=1
+# partitions of their own, so a test that dies leaves no limit behind: a 5-minute MaxTime, and a preemptor
+PartitionName=short Nodes=ALL Default=NO MaxTime=5 State=UP PriorityTier=1
+PartitionName=urgent Nodes=ALL Default=NO MaxTime=INFINITE State=UP PriorityTier=2
 EOF
   cat >"$CONF/slurmdbd.conf" <<EOF
 AuthType=auth/munge
@@ -205,11 +217,16 @@ do_start() {
   mkdir -p "$B/log" "$R"
   exec 9>"$B/lock"
   flock -w 300 9 || die "another slurm.sh holds $B/lock"
-  if ours_up && healthy; then
+  if ours_up && healthy && conf_current; then
     log "already up and healthy (base $B): $(timeout 5 sinfo -h -o '%P: %D nodes %N, CPUs A/I/O/T %C')"
     return 0
   fi
-  if ours_up || pid_of "$R/slurmctld.pid" slurmctld >/dev/null; then log "up but not healthy: restarting"; fi
+  if ours_up && ! conf_current; then
+    log "up, but configured by an older version of this script: restarting"
+  elif ours_up || pid_of "$R/slurmctld.pid" slurmctld >/dev/null; then
+    log "up but not healthy: restarting"
+  fi
+  rm -f "$B/conf.hash"
   stop_daemons
   # someone else's Slurm would collide with ours on ports, /etc/slurm and PID files: refuse rather than fight it
   foreign=$(ps -eo pid=,stat=,comm= | awk '$2 !~ /^Z/ && $3 ~ /^(slurmctld|slurmd|slurmdbd)$/ {print $1 "(" $3 ")"}' | tr '\n' ' ')
@@ -235,6 +252,7 @@ do_start() {
   timeout 5 scontrol update NodeName="n[1-$N]" State=RESUME >/dev/null 2>&1 || true  # drains survive KEEP_STATE
   wait_for 60 nodes_idle || { timeout 5 sinfo -N >&2 || true; die "nodes not idle, logs: $B/log/slurmd-n*.log"; }
   check_srun
+  conf_hash >"$B/conf.hash"
   log "cluster up in $((SECONDS - t0)) s (base $B): $(timeout 5 sinfo -h -o '%P: %D nodes %N, CPUs A/I/O/T %C')"
 }
 
@@ -277,6 +295,7 @@ do_status() {
   timeout 5 sinfo -N -p "$PART" -o '%N %P %T %C' || true
   acct_up || { log "accounting (slurmdbd) does not answer: sacct would fail"; ok=1; }
   nodes_ok || { log "nodes $(nodes | tr '\n' ' ')are not all idle/mixed/allocated"; ok=1; }
+  conf_current || { log "configured by an older version of this script: run start (it restarts)"; ok=1; }
   if [ "$ok" = 0 ]; then log "healthy"; fi
   return "$ok"
 }
