@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from sqlalchemy import select
 
@@ -25,6 +26,7 @@ def main(args: argparse.Namespace) -> int:
         if not sweeps:
             print("no sweeps in the store" + (f" with id {args.sweep}" if args.sweep else ""))
             return 0 if not args.sweep else 2
+        slurm = _slurm_states(s, [sw.id for sw in sweeps])
         for sw in sweeps:
             rows = s.execute(
                 select(SweepPoint.action, Point.status, Point.label, Point.repeat, Point.job_id, Point.job_state,
@@ -46,6 +48,8 @@ def main(args: argparse.Namespace) -> int:
                 line = f"    {_state(r.status, r.job_state):10s} {r.label} repeat={r.repeat} job {r.job_id or '-'}"
                 if r.status == "failed" and r.error:
                     line += f": {r.error.strip().splitlines()[0][:100]}"
+                elif r.status == "submitted" and r.job_id in slurm:
+                    line += f": {slurm[r.job_id]}"
                 print(line)
     return 0
 
@@ -54,3 +58,28 @@ def _state(status: str, job_state: str | None) -> str:
     if status == "submitted":
         return "submitted (queued or running)"
     return status
+
+
+def _slurm_states(s: Any, sweep_ids: list[str]) -> dict[str, str]:
+    """What Slurm says now about the sweeps' submitted Slurm jobs (one squeue and one sacct call for all):
+    job id -> ``PENDING, QOSMaxJobsPerUserLimit (held by a limit)`` / ``RUNNING``. Empty where Slurm is absent."""
+    import shutil
+
+    if shutil.which("squeue") is None:
+        return {}
+    from experiments.slurmstate import JobWatcher
+
+    rows = s.execute(
+        select(Point.job_id, Point.config).join(SweepPoint, Point.point_key == SweepPoint.point_key)
+        .where(SweepPoint.sweep_id.in_(sweep_ids), Point.status == "submitted", Point.job_id.is_not(None))
+    ).all()
+    ids = {str(r.job_id) for r in rows if ((r.config or {}).get("cluster") or {}).get("executor") == "slurm"}
+    out = {}
+    for jid, js in JobWatcher(vanish_after_s=float("inf")).poll(ids).items():
+        if js.state == "UNKNOWN":
+            out[jid] = "unknown to squeue and sacct (ended; rerun the sweep to store what it left)"
+        elif js.kind:
+            out[jid] = f"{js.state}, {js.reason or 'no reason given'} ({js.kind})"
+        else:
+            out[jid] = js.state
+    return out

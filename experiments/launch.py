@@ -27,6 +27,7 @@ from experiments.config import PointSpec
 from experiments.dataset import DatasetPlan, ensure_dataset, write_json_atomic
 from experiments.env import PROJECT_DIR
 from experiments.errors import DdlioError, LaunchError
+from experiments.slurmstate import NEVER, TERMINAL, VANISHED, WAITING, JobWatcher, fmt_duration, reason_kind
 
 RESULT = "result.json"
 FAILURE = "failure.json"
@@ -178,10 +179,13 @@ LOCAL_POLL_S = 0.05
 FILE_POLL_S = 0.5
 #: how often the driver looks at a Slurm sweep's run folders and asks sacct (stat load on a parallel file system)
 STATE_POLL_S = 2.0
-#: a job that neither sacct nor squeue knows for this long (purged, or no accounting) ended without telling us
+#: default of cluster.vanish_after_s: a job that neither squeue nor sacct knows for this long (seconds) is gone
 VANISH_S = 120.0
-#: points per job array (Slurm's default MaxArraySize is 1001)
+#: points per job array when Slurm's MaxArraySize cannot be read (its default is 1001)
 MAX_ARRAY = 1000
+#: points held by a site limit (sbatch refused them) are offered again at the latest after this many seconds,
+#: and as soon as one of the sweep's jobs ends
+HELD_RETRY_S = 30.0
 #: after Slurm says a job ended, how long to wait for its result file to appear (shared file-system lag)
 RESULT_GRACE_S = 10.0
 #: how often a driver tells the store it is alive (refreshes its claims), in seconds
@@ -229,8 +233,10 @@ class Pending:
     job_id: str
     run_dir: Path
     ended_at: float | None = None  # when Slurm first reported a terminal state without a result file
-    missing_since: float | None = None  # when Slurm first stopped knowing the job
     state: str = "PENDING"
+    reason: str = ""  # Slurm's pending reason while the job waits (squeue %r)
+    pending_since: float | None = None  # driver clock (s) when it was first seen waiting
+    never_polls: int = 0  # consecutive polls that saw it pending for a reason only an administrator can clear
 
 
 @dataclass
@@ -363,6 +369,8 @@ class _Driver:
         self.done = 0
         self.token, self.host, self.pid = uuid.uuid4().hex, socket.gethostname(), os.getpid()
         self.last_beat = time.monotonic()
+        self.held_reason = ""  # the site limit that refused the held points (Slurm)
+        self.live_at_refusal = 0  # jobs live when sbatch last refused: fewer means a slot may have freed
 
     def heartbeat(self) -> None:
         """Tell the store this driver is alive (at most every :data:`HEARTBEAT_S` seconds); call it while waiting."""
@@ -675,43 +683,98 @@ def _interrupt_local(job: Any, spec: PointSpec, rd: Path, driver: _Driver, t0: f
     driver.finish(spec, record, time.perf_counter() - t0)
 
 
-def _submit_slurm(specs: list[PointSpec], driver: _Driver) -> list[Pending]:
-    """Submit every point with its own resources; points with equal resources go out as one job array."""
-    from experiments.slurm import check_available, make_executor, resources
+class _Refused(Exception):
+    """sbatch refused a submission for a site limit that clears as other jobs end."""
 
-    check_available()
-    groups: dict[tuple, list[PointSpec]] = {}
-    for spec in specs:
-        groups.setdefault(resources(spec), []).append(spec)
-    chunks = [g[i : i + MAX_ARRAY] for g in groups.values() for i in range(0, len(g), MAX_ARRAY)]
+
+def _submit_chunk(group: list[PointSpec], driver: _Driver) -> list[Pending]:
+    """Submit points with equal resources as one job (array); raise :class:`_Refused` for a site limit."""
+    from experiments.slurm import make_executor
+    from experiments.slurmstate import is_submit_limit
+
+    folder = Path(group[0].data_root) / "runs" / "_slurm"
+    executor = make_executor(group, folder)
+    dirs = [_prepare_run_dir(s) for s in group]
+    try:
+        with executor.batch():
+            jobs = [executor.submit(run_point, s.to_dict(), str(rd)) for s, rd in zip(group, dirs, strict=True)]
+    except Exception as e:  # sbatch refused: a limit that clears with time, or say what Slurm said
+        if is_submit_limit(str(e)):
+            raise _Refused(str(e)) from e
+        raise LaunchError(f"sbatch refused the job{'s' if len(group) > 1 else ''}: {e}") from e
     pending = []
-    for group in chunks:
-        folder = Path(group[0].data_root) / "runs" / "_slurm"
-        executor = make_executor(group, folder)
-        dirs = [_prepare_run_dir(s) for s in group]
-        try:
-            with executor.batch():
-                jobs = [executor.submit(run_point, s.to_dict(), str(rd)) for s, rd in zip(group, dirs, strict=True)]
-        except Exception as e:  # sbatch refused: say what Slurm said
-            raise LaunchError(f"sbatch refused the job{'s' if len(group) > 1 else ''}: {e}") from e
-        for spec, rd, job in zip(group, dirs, jobs, strict=True):
-            _note_submitted(driver.tracker, spec, str(job.job_id), rd, folder, "slurm")
-            pending.append(Pending(spec, str(job.job_id), rd))
-        driver.report.submitted += len(group)
-        ids = sorted({str(j.job_id).split("_")[0] for j in jobs})
-        driver.echo(f"submitted {len(group)} point(s) as Slurm job {', '.join(ids)} "
-                    f"({group[0].nodes} node(s) x {group[0].ppn} rank(s))")
+    for spec, rd, job in zip(group, dirs, jobs, strict=True):
+        _note_submitted(driver.tracker, spec, str(job.job_id), rd, folder, "slurm")
+        pending.append(Pending(spec, str(job.job_id), rd))
+    driver.report.submitted += len(group)
+    ids = sorted({str(j.job_id).split("_")[0] for j in jobs})
+    driver.echo(f"submitted {len(group)} point(s) as Slurm job {', '.join(ids)} "
+                f"({group[0].nodes} node(s) x {group[0].ppn} rank(s))")
     return pending
 
 
-def _wait_slurm(pending: list[Pending], driver: _Driver) -> None:
-    """Store each point as its job finishes; show progress; a job that ends without a result is a failure."""
-    from experiments.slurm import TERMINAL, WAITING, job_states
+def _submit_slurm(specs: list[PointSpec], driver: _Driver, max_array: int | None = None
+                  ) -> tuple[list[Pending], list[PointSpec]]:
+    """Submit every point with its own resources; points with equal resources go out as job arrays below Slurm's
+    MaxArraySize. Returns (submitted, held): points sbatch refused for a limit that clears as jobs end (submit or
+    job count per user, account or QOS) are held, to be submitted as slots free; a smaller array is tried first."""
+    from experiments.slurm import check_available, resources
+
+    check_available()
+    if max_array is None:
+        from experiments.slurmstate import ask_site
+
+        site = ask_site()
+        max_array = MAX_ARRAY if site.error or "MaxArraySize" not in site.config else site.max_array_size - 1
+    max_array = max(1, max_array)
+    groups: dict[tuple, list[PointSpec]] = {}
+    for spec in specs:
+        groups.setdefault(resources(spec), []).append(spec)
+    pending: list[Pending] = []
+    held: list[PointSpec] = []
+    for g in groups.values():
+        rest, size = list(g), max_array
+        while rest:
+            chunk = rest[:size]
+            try:
+                pending += _submit_chunk(chunk, driver)
+            except _Refused as e:
+                if size > 1:  # an array counts each task against the limit: try fewer at once
+                    size = max(1, min(size, len(chunk)) // 2)
+                    continue
+                held += rest
+                driver.held_reason = _refusal_reason(str(e))
+                break
+            rest = rest[len(chunk):]
+    return pending, held
+
+
+def _refusal_reason(message: str) -> str:
+    """The limit's name in sbatch's refusal (``QOSMaxSubmitJobPerUserLimit``), or its words."""
+    import re
+
+    m = re.search(r"\b((?:QOS|Assoc)\w*Limit|MaxSubmit\w*|MaxJobs\w*)\b", message)
+    if m:
+        return m.group(1)
+    m = re.search(r"Batch job submission failed: ([^\n]+)", message)
+    return m.group(1).strip() if m else "a site limit"
+
+
+def _wait_slurm(pending: list[Pending], driver: _Driver, held: Sequence[PointSpec] = ()) -> None:
+    """Store each point as its job finishes; show progress with each pending reason and how long it waits;
+    submit held points as slots free; cancel a point that can never start (``cluster.cancel_unrunnable``)."""
+    from experiments.slurm import cancel
 
     live = {p.spec.point_key: p for p in pending}
+    held = list(held)
+    vanish = min((float(p.spec.cluster.get("vanish_after_s", VANISH_S)) for p in live.values()), default=VANISH_S)
+    if held:
+        vanish = min(vanish, *(float(s.cluster.get("vanish_after_s", VANISH_S)) for s in held))
+    watcher = JobWatcher(vanish_after_s=vanish)
     last_states = 0.0
     last_line = ""
-    while live:
+    last_try = time.perf_counter()
+    while live or held:
         driver.heartbeat()
         now = time.perf_counter()
         for key, p in list(live.items()):
@@ -719,32 +782,69 @@ def _wait_slurm(pending: list[Pending], driver: _Driver) -> None:
             if record is not None:
                 driver.finish(p.spec, _with_slurm_state(record, p.job_id, p.state))
                 del live[key]
+        if held and (len(live) < driver.live_at_refusal or now - last_try >= HELD_RETRY_S):
+            last_try = now
+            more, held = _submit_slurm(held, driver, max_array=max(1, driver.live_at_refusal - len(live)) or 1)
+            live.update((p.spec.point_key, p) for p in more)
+            driver.live_at_refusal = len(live)
         if live and now - last_states >= STATE_POLL_S:
             last_states = now
-            states = job_states(p.job_id for p in live.values())
+            states = watcher.poll(p.job_id for p in live.values())
             for key, p in list(live.items()):
-                if p.job_id in states:
-                    p.state, p.missing_since = states[p.job_id], None
-                else:
-                    p.missing_since = p.missing_since or now
-                    if now - p.missing_since >= VANISH_S:
-                        p.state = "VANISHED"  # unknown to sacct and squeue: it ended, we cannot tell how
-                if p.state in TERMINAL or p.state == "VANISHED":
+                js = states[p.job_id]
+                if js.state != "UNKNOWN":
+                    p.state, p.reason = js.state, js.reason if js.state in WAITING else ""
+                if p.state in WAITING:
+                    p.pending_since = p.pending_since or now
+                    p.never_polls = p.never_polls + 1 if reason_kind(p.reason) == NEVER else 0
+                    if p.never_polls >= 2 and p.spec.cluster.get("cancel_unrunnable", True):
+                        cancel([p.job_id])
+                        error = (f"job {p.job_id} was pending for {p.reason}, which only an administrator can clear "
+                                 "(the request is above a limit of the partition, account or QOS): cancelled. "
+                                 "cluster.cancel_unrunnable=false keeps such a job waiting")
+                        driver.finish(p.spec, failure_record(p.spec.to_dict(), error, job_state="CANCELLED",
+                                                             run_dir=str(p.run_dir)))
+                        del live[key]
+                        continue
+                if p.state in TERMINAL or p.state == VANISHED:
                     p.ended_at = p.ended_at or now
-                    if now - p.ended_at >= (RESULT_GRACE_S if p.state in ("COMPLETED", "VANISHED") else 1.0):
+                    if now - p.ended_at >= (RESULT_GRACE_S if p.state in ("COMPLETED", VANISHED) else 1.0):
                         record = read_record(p.run_dir) or failure_record(
                             p.spec.to_dict(), _lost_job_error(p.spec, p.job_id, p.state, p.run_dir),
                             job_state=p.state, run_dir=str(p.run_dir))
                         driver.finish(p.spec, record)
                         del live[key]
-            queued = sum(p.state in WAITING or p.state == "UNKNOWN" for p in live.values())
-            line = (f"[{now - driver.t0:5.0f} s] {queued} queued, {len(live) - queued} running, "
-                    f"{driver.report.completed} done, {driver.report.failed} failed")
-            if line.split("]", 1)[1] != last_line:
-                driver.echo(line)
-                last_line = line.split("]", 1)[1]
-        if live:
+            line = _progress(live.values(), held, driver, now)
+            if line != last_line:
+                driver.echo(f"[{now - driver.t0:5.0f} s] {line}")
+                last_line = line
+        elif not live and held:
+            line = _progress((), held, driver, now)
+            if line != last_line:
+                driver.echo(f"[{now - driver.t0:5.0f} s] {line}")
+                last_line = line
+        if live or held:
             time.sleep(STATE_POLL_S)
+
+
+def _progress(live: Any, held: Sequence[PointSpec], driver: _Driver, now: float) -> str:
+    """``2 running, 3 queued (2 JobArrayTaskLimit: waits, 1 min; 1 Priority: waits, <1 min), 1 held by a limit
+    (QOSMaxSubmitJobPerUserLimit), 4 done, 0 failed``."""
+    live = list(live)
+    queued = [p for p in live if p.state in WAITING or p.state == "UNKNOWN"]
+    by_reason: dict[str, list[float]] = {}
+    for p in queued:
+        by_reason.setdefault(p.reason or ("submitted" if p.state == "UNKNOWN" else p.state.lower()), []).append(
+            now - (p.pending_since or now))
+    parts = [f"{len(live) - len(queued)} running", f"{len(queued)} queued"]
+    if by_reason:
+        parts[-1] += " (" + "; ".join(
+            f"{len(w)} {r}: {reason_kind(r) if r not in ('submitted', 'pending') else 'waits'}, {fmt_duration(max(w))}"
+            for r, w in sorted(by_reason.items())) + ")"
+    if held:
+        parts.append(f"{len(held)} held by a limit ({driver.held_reason}): submitted as slots free")
+    parts += [f"{driver.report.completed} done", f"{driver.report.failed} failed"]
+    return ", ".join(parts)
 
 
 def launch(
@@ -796,18 +896,28 @@ def _round(points: Sequence[PointSpec], force: bool, retry_failed: bool, wait: b
     if local or any(p.spec.cluster["executor"] != "slurm" for p in attach):
         _run_local(local, [p for p in attach if p.spec.cluster["executor"] != "slurm"], driver)
     pending = [p for p in attach if p.spec.cluster["executor"] == "slurm"]
+    held: list[PointSpec] = []
     if slurm:
-        pending += _submit_slurm(slurm, driver)
-    if pending and wait:
+        more, held = _submit_slurm(slurm, driver)
+        pending += more
+        driver.live_at_refusal = len(pending)
+        if held:
+            echo(f"{len(held)} point(s) held by a site limit ({driver.held_reason}): they are submitted as the "
+                 "sweep's jobs end and free slots")
+    if (pending or held) and wait:
         try:
-            _wait_slurm(pending, driver)
+            _wait_slurm(pending, driver, held)
         except KeyboardInterrupt:
             echo("interrupted: the jobs go on; run the same command again to store their results")
             raise
-    elif pending:
-        report.still_running += len(pending)
-        echo(f"{len(pending)} job(s) queued or running: run the same command again (without wait=false) "
-             "to store their results")
+    else:
+        if pending:
+            report.still_running += len(pending)
+            echo(f"{len(pending)} job(s) queued or running: run the same command again (without wait=false) "
+                 "to store their results")
+        if held:
+            echo(f"{len(held)} point(s) held by a site limit were not submitted: run the same command again to "
+                 "submit them")
     if not wait and follow:
         report.still_running += len(follow)
         echo(f"{len(follow)} point(s) are being measured by another driver (not waited for: wait=false)")
