@@ -89,9 +89,10 @@ def _validate_all(cwd: str) -> list[Any]:
 
 
 def _check_free_space(specs: list[Any]) -> None:
-    """The new datasets of the sweep (those without a manifest yet) must fit in the free space."""
+    """The new datasets of the sweep (those without a manifest yet) and flush files must fit in the free space."""
     from experiments.dataset import DatasetPlan, load_manifest
     from experiments.errors import ConfigError
+    from experiments.kernel import flush_path
     from experiments.units import format_size
     from lustre.fs import fs_info
 
@@ -100,6 +101,9 @@ def _check_free_space(specs: list[Any]) -> None:
         plan = DatasetPlan.from_point(s)
         if plan.key not in need and load_manifest(plan) is None:
             need[plan.key] = s.planned_bytes()
+        flush = flush_path(s.to_dict())
+        if flush is not None and not flush[0].exists():
+            need[str(flush[0])] = flush[1]  # the storage_cold flush file, written once
     total = sum(need.values())
     if total:
         fs = fs_info(specs[0].data_root)

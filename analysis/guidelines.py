@@ -344,7 +344,8 @@ def _num(v: Any, fmt: str = "{:.4g}") -> str:
     return "" if v is None or (isinstance(v, float) and np.isnan(v)) else fmt.format(v)
 
 
-def markdown(layouts: pd.DataFrame, formats: pd.DataFrame, stmts: list[dict[str, Any]], st: Settings) -> str:
+def markdown(layouts: pd.DataFrame, formats: pd.DataFrame, stmts: list[dict[str, Any]], st: Settings,
+             notes: list[str] | None = None) -> str:
     """The guidelines as Markdown: a table of layouts, a table of formats, the statements with their evidence."""
     unit = METRICS[st.metric][0]
     ci = f"{st.confidence:.0%}"
@@ -375,24 +376,42 @@ def markdown(layouts: pd.DataFrame, formats: pd.DataFrame, stmts: list[dict[str,
         lines += [f"  - {e}" for e in s["evidence"]]
     if not stmts:
         lines.append("- none: nothing in the store is decided yet")
+    if notes:
+        lines += ["", "## Caches below the client", "", *[f"- {n}" for n in notes]]
     return "\n".join(lines) + "\n"
 
 
-def as_json(layouts: pd.DataFrame, formats: pd.DataFrame, stmts: list[dict[str, Any]], st: Settings) -> str:
+def as_json(layouts: pd.DataFrame, formats: pd.DataFrame, stmts: list[dict[str, Any]], st: Settings,
+            notes: list[str] | None = None) -> str:
     """The guidelines as one JSON document (NaN as null)."""
     def recs(df: pd.DataFrame) -> list[dict[str, Any]]:
         return json.loads(df.to_json(orient="records"))
 
     return json.dumps({"metric": st.metric, "unit": METRICS[st.metric][0], "confidence": st.confidence,
                        "n_boot": st.n_boot, "seed": st.seed, "min_repeats": st.min_repeats,
-                       "layouts": recs(layouts), "formats": recs(formats), "statements": stmts}, indent=1)
+                       "layouts": recs(layouts), "formats": recs(formats), "statements": stmts,
+                       "notes": notes or []}, indent=1)
 
 
 def compute(points: pd.DataFrame, st: Settings) -> tuple[pd.DataFrame, pd.DataFrame, list[dict[str, Any]]]:
-    """(layout guidelines, format guidelines, statements) for ``points``."""
+    """(layout guidelines, format guidelines, statements) for ``points``. Points that include their dataset's
+    first read since generation are left out (:func:`analysis.below.excluded_note`): a first read is served by
+    the device, every other read by a cache below the client, and the two must never be compared."""
+    from analysis.below import excluded_note
+
+    points, _ = excluded_note(points)
     lay = layout_guidelines(points, st)
     fmt = format_guidelines(points, st)
     return lay, fmt, statements(lay, fmt, points, st)
+
+
+def below_notes(store: Any, points: pd.DataFrame) -> list[str]:
+    """What the guidelines say of caches below the client: points left out for holding a first read, and
+    configurations whose first reads differ from their repeats."""
+    from analysis.below import excluded_note, store_notes
+
+    _, left_out = excluded_note(points)
+    return ([left_out] if left_out else []) + store_notes(store, points)
 
 
 def setup_parser(parser: argparse.ArgumentParser) -> None:
@@ -417,10 +436,13 @@ def main(args: argparse.Namespace) -> int:
                          "repetitions)")
     st = Settings(metric=args.metric, n_boot=args.bootstrap, seed=args.seed, min_repeats=args.min_repeats)
     where = parse_where(args.where)
-    points = analysis_frame(open_store(args.db), where)
+    store = open_store(args.db)
+    points = analysis_frame(store, where)
     if points.empty:
         print("no completed points in the store (after --where): nothing to recommend", file=sys.stderr)
         return 1
     lay, fmt, stmts = compute(points, st)
-    sys.stdout.write(as_json(lay, fmt, stmts, st) + "\n" if args.format == "json" else markdown(lay, fmt, stmts, st))
+    notes = below_notes(store, points)
+    sys.stdout.write(as_json(lay, fmt, stmts, st, notes) + "\n" if args.format == "json"
+                     else markdown(lay, fmt, stmts, st, notes))
     return 0

@@ -16,7 +16,7 @@ SUMMARY_COLUMNS = [
     "point_key", "status", "label", "format", "access", "stripe_count", "stripe_size", "nodes", "ppn", "ranks",
     "hosts", "repeat", "workload", "samples", "sample_size", "epochs", "bytes_read", "bytes_planned",
     "io_time_slowest_s", "bandwidth_mib_s", "iops", "wall_time_s", "samples_per_s", "au", "lat_p50_us",
-    "lat_p99_us", "cache", "overlapping", "fs_type", "job_id", "job_state", "error", "finished_utc",
+    "lat_p99_us", "cache", "first_read", "overlapping", "fs_type", "job_id", "job_state", "error", "finished_utc",
 ]
 
 
@@ -52,7 +52,7 @@ def summary_frame(store: Store) -> pd.DataFrame:
 CONFIG_COLUMNS = [
     "format", "format_options", "access", "stripe_count", "stripe_size", "nodes", "ppn", "ranks", "workload",
     "samples", "sample_size", "sample_size_stdev", "samples_per_file", "num_files", "batch_size", "epochs",
-    "compute_time_s", "cache_policy", "seed", "cluster",
+    "compute_time_s", "cache_policy", "settle", "seed", "cluster",
 ]
 #: Whole-run figures the analysis uses (bytes/s as MiB/s, ops/s, seconds, µs, 0..1).
 METRIC_COLUMNS = [
@@ -60,7 +60,7 @@ METRIC_COLUMNS = [
     "lat_p90_us", "lat_p99_us",
 ]
 _ANALYSIS_EXTRA = ["point_key", "label", "status", "repeat", "cache", "overlapping", "fs_type", "striping_applicable",
-                   "run_dir",
+                   "run_dir", "first_read",
                    "env_id"]
 #: The columns of :func:`analysis_frame`, in order: what ``--where`` may name.
 ANALYSIS_COLUMNS = list(dict.fromkeys(_ANALYSIS_EXTRA + CONFIG_COLUMNS + METRIC_COLUMNS))

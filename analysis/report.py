@@ -165,6 +165,8 @@ def build_report(store: Store, where: str | None = None, title: str = "ddlio rep
                      f"[{st.confidence:.0%} bootstrap interval, {st.n_boot} resamples, seed {st.seed}]. "
                      "<b>cannot decide</b> means the data do not separate the best choice from another: intervals "
                      "overlap, repetitions are missing, or striping was not applicable (not Lustre).</p>")
+        for n in G.below_notes(store, points):
+            parts.append(f"<p class='note below'><b>Cache below the client.</b> {html.escape(n)}</p>")
         parts.append("<h3>Statements</h3><ul>")
         for s in stmts:
             ev = "".join(f"<li>{html.escape(e)}</li>" for e in s["evidence"])

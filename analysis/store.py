@@ -154,6 +154,10 @@ class Point(Base):
     lat_p90_us: Mapped[float | None] = mapped_column(Float)
     lat_p99_us: Mapped[float | None] = mapped_column(Float)
     cache: Mapped[str | None] = mapped_column(String(16))
+    # cache=cold: a freshly generated dataset was read once, untimed, before the first measured epoch of any point
+    settle: Mapped[bool | None] = mapped_column(Boolean)
+    # one of the point's epochs was its dataset's first read since generation (NULL: unknown)
+    first_read: Mapped[bool | None] = mapped_column(Boolean)
     max_rss_kib: Mapped[int | None] = mapped_column(BigInteger)
     fs_type: Mapped[str | None] = mapped_column(String(32))
     striping_applicable: Mapped[bool | None] = mapped_column(Boolean)
@@ -191,6 +195,13 @@ class Epoch(Base):
     residency_before: Mapped[float | None] = mapped_column(Float)
     residency_after: Mapped[float | None] = mapped_column(Float)
     cache_note: Mapped[str | None] = mapped_column(Text)
+    # the first read of the dataset since it was generated (served by the device, not by a cache below the client);
+    # NULL: unknown (a dataset generated before reads were tracked)
+    first_read: Mapped[bool | None] = mapped_column(Boolean)
+    # seconds between the dataset's generation and this epoch's start
+    since_generation_s: Mapped[float | None] = mapped_column(Float)
+    # cache=storage_cold: the untimed flush read before the epoch, MiB/s of the slowest node
+    flush_mib_s: Mapped[float | None] = mapped_column(Float)
     hist: Mapped[list] = mapped_column(JSON)
     rank_rows: Mapped[list] = mapped_column(JSON)
 
@@ -212,7 +223,7 @@ _EPOCH_COLUMNS = ("samples", "bytes_read", "bytes_planned", "read_ops", "meta_op
                   "io_time_slowest_s", "io_time_mean_s", "bandwidth_mib_s", "iops", "wall_time_s", "compute_time_s",
                   "samples_per_s",
                   "au", "lat_p50_us", "lat_p90_us", "lat_p99_us", "cache", "residency_before", "residency_after",
-                  "cache_note")
+                  "cache_note", "first_read", "since_generation_s", "flush_mib_s")
 
 
 def _label(p: dict[str, Any]) -> str:
@@ -426,6 +437,9 @@ class Store:
         row.layout = rec.get("layout")
         row.striping_applicable = bool(rec.get("layout", {}).get("applicable"))
         row.mpi_library = rec.get("mpi_library")
+        row.settle = bool(rec["point"].get("settle")) if rec["point"].get("cache") == "cold" else None
+        known = [e.get("first_read") for e in rec["epochs"] if e.get("first_read") is not None]
+        row.first_read = any(known) if known else None
         row.result = _json_safe({k: v for k, v in rec.items() if k not in ("epochs", "point")})
         row.result_id = rec.get("result_id")
         self._count_overlaps(s, row, rec.get("started_unix"), rec.get("finished_unix"))

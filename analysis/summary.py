@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from analysis.query import summary_frame
+from analysis.below import store_notes
+from analysis.query import analysis_frame, summary_frame
 from analysis.store import open_store
 
 SHORT = ["status", "label", "repeat", "bytes_read", "bandwidth_mib_s", "iops", "io_time_slowest_s",
-         "wall_time_s", "cache", "error"]
+         "wall_time_s", "cache", "first_read", "error"]
 
 
 def setup_parser(parser: argparse.ArgumentParser) -> None:
@@ -19,7 +20,8 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    df = summary_frame(open_store(args.db))
+    store = open_store(args.db)
+    df = summary_frame(store)
     if args.format == "csv":
         df.to_csv(sys.stdout, index=False)
     elif args.format == "json":
@@ -33,4 +35,6 @@ def main(args: argparse.Namespace) -> int:
         with_counts = t["status"].value_counts().to_dict()
         print(t.to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="-"))
         print(f"\n{len(df)} points: " + ", ".join(f"{n} {k}" for k, n in sorted(with_counts.items())))
+        for note in store_notes(store, analysis_frame(store)):
+            print(f"note: {note}")
     return 0

@@ -1,5 +1,8 @@
 """Page-cache control: evict a file's pages (posix_fadvise DONTNEED) and measure how much of it is resident
-(mincore on a read-only mapping, which does not fault pages in)."""
+(mincore on a read-only mapping, which does not fault pages in); and what the client can do about the caches below
+it (a storage controller's, a Lustre OSS's, a VM host's), which it can neither see nor evict: remember whether a
+dataset has been read since it was generated, settle a fresh dataset with one untimed read, or push it out with
+an untimed read of a large flush file."""
 
 from __future__ import annotations
 
@@ -7,7 +10,9 @@ import ctypes
 import ctypes.util
 import mmap
 import os
+import time
 from collections.abc import Iterable
+from pathlib import Path
 
 import numpy as np
 
@@ -83,3 +88,71 @@ def warm(paths: Iterable[str | os.PathLike], block: int = 4 << 20) -> int:
                     break
                 n += got
     return n
+
+
+# ---------------------------------------------------------------------------------- caches below the client
+def read_marker(directory: str | os.PathLike, stamp: str) -> Path:
+    """The file whose existence says that the dataset generated at ``stamp`` has been read."""
+    safe = "".join(c if c.isalnum() else "-" for c in stamp)
+    return Path(directory) / f".read-since-{safe}"
+
+
+def claim_first_read(directory: str | os.PathLike, stamp: str) -> bool:
+    """Atomically mark the dataset generated at ``stamp`` as read; True if this call is its first read since it
+    was generated (the marker did not exist), False if something read it before (O_EXCL: one winner, also
+    across nodes on a shared file system)."""
+    try:
+        fd = os.open(read_marker(directory, stamp), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True
+
+
+def read_through(paths: Iterable[str | os.PathLike], block: int = 4 << 20) -> tuple[int, float]:
+    """Read the files once, sequentially, and drop them from the page cache again: ``(bytes, seconds)``. Used
+    for reads that must reach the storage (a settling read, a flush) without leaving pages in this client."""
+    buf = bytearray(block)
+    n = 0
+    t0 = time.perf_counter()
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+            while True:
+                got = os.readv(fd, [buf])
+                if not got:
+                    break
+                n += got
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    return n, time.perf_counter() - t0
+
+
+def ensure_flush_file(path: str | os.PathLike, size: int, block: int = 8 << 20) -> bool:
+    """Create the storage-cold flush file (``size`` bytes of incompressible data, fsync'd, not left in the page
+    cache) unless it exists with that size; True if it was written now. Written to a temporary name and renamed,
+    so a half-written file is never used."""
+    path = Path(path)
+    if path.exists() and path.stat().st_size == size:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    rng = np.random.default_rng()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        done = 0
+        while done < size:
+            n = min(block, size - done)
+            chunk = rng.bytes(n)
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view):]
+            done += n
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    return True

@@ -29,7 +29,7 @@ ACCESS_MODES = ("shared", "fpp")
 SHUFFLES = ("none", "file", "sample")
 READERS = ("native", "tf")
 ORDERS = ("given", "random")
-CACHE_POLICIES = ("cold", "warm")
+CACHE_POLICIES = ("cold", "warm", "storage_cold")
 EXECUTORS = ("local", "slurm")
 #: Largest sample the kernel will hold in one buffer (bytes).
 MAX_SAMPLE_SIZE = 2 * 1024**3
@@ -118,8 +118,16 @@ class WorkloadConf:
     epochs: int = 2
     # emulated compute per batch, seconds
     compute_time: float = 0.0
-    # cold: evict the dataset from the page cache before each epoch; warm: leave it cached
+    # cold: evict the dataset from the page cache before each epoch; warm: leave it cached; storage_cold: also read
+    # a flush file of flush_size bytes before each epoch, untimed, to push the dataset out of the caches below
+    # the client (storage controller, OSS, VM host), then evict as cold does
     cache: str = "cold"
+    # cold: read a freshly generated dataset once, untimed, before its first measured epoch, so that the first
+    # repetition is not the only one the device serves (every later read is served by a cache below the client)
+    settle: bool = True
+    # storage_cold: bytes of the flush file read before each epoch (units accepted); larger than the caches below
+    # the client, whose size the client cannot know
+    flush_size: str = "8GiB"
     # standard deviation of the compute time per batch, seconds (0 = constant); drawn per batch, seeded
     compute_time_stdev: float = 0.0
     # none | file (permute the file order) | sample (a seeded global permutation); new order every epoch
@@ -260,6 +268,8 @@ class PointSpec:
     prefetch: int = 2
     trace: bool = False
     reader: str = "native"
+    settle: bool = False
+    flush_size: int = 0
 
     # ----------------------------------------------------------------------------------------- derived
     @property
@@ -314,6 +324,9 @@ class PointSpec:
             "compute_time": self.compute_time,
             "compute_time_stdev": self.compute_time_stdev,
             "cache": self.cache,
+            # added later: present only where they apply, so points measured before keep their keys
+            **({"settle": True} if self.cache == "cold" and self.settle else {}),
+            **({"flush_size": self.flush_size} if self.cache == "storage_cold" else {}),
             "shuffle": self.shuffle,
             "drop_last": self.drop_last,
             "read_threads": self.read_threads,
@@ -491,6 +504,7 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
         problems.append(f"workload.compute_time={compute!r} must be a number of seconds >= 0")
     if w["cache"] not in CACHE_POLICIES:
         problems.append(f"workload.cache={w['cache']!r} is unknown: choose one of {', '.join(CACHE_POLICIES)}")
+    flush_size = _size(problems, "workload.flush_size", w["flush_size"], 1 << 20, 1 << 50)
 
     cl = dict(cfg["cluster"])
     if cl["executor"] not in EXECUTORS:
@@ -633,4 +647,6 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
         prefetch=prefetch,
         trace=bool(w["trace"]),
         reader=reader,
+        settle=bool(w["settle"]),
+        flush_size=flush_size if w["cache"] == "storage_cold" else 0,
     )

@@ -300,6 +300,8 @@ def ensure_dataset(
             "generation_ranks": gen_ranks,
             "generation_s": time.perf_counter() - t0,
             "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            # reads are tracked (experiments.cache.claim_first_read): the first one since generation is known
+            "tracks_reads": True,
         }
         write_json_atomic(d / MANIFEST, manifest)
         return DatasetInfo(plan, manifest, True, time.perf_counter() - t0)

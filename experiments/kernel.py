@@ -13,6 +13,7 @@ reads returned equal the plan exactly, and writes the result file atomically.
 
 from __future__ import annotations
 
+import calendar
 import json
 import os
 import resource
@@ -27,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from experiments import cache as pagecache
-from experiments.dataset import DatasetPlan, data_files, even_split, write_json_atomic
+from experiments.dataset import DatasetPlan, data_files, even_split, load_manifest, write_json_atomic
 from experiments.errors import KernelError
 from experiments.formats import get_format
 from experiments.metrics import RankEpoch, aggregate, aggregate_run, histogram
@@ -211,19 +212,76 @@ def read_proc_io() -> dict[str, int]:
     return {k: int(v) for k, v in (line.split(": ") for line in text.splitlines())}
 
 
-def _prepare_cache(policy: str, epoch: int, files: list[Path], leader: bool) -> dict[str, Any] | None:
-    """On a node leader: measure residency, evict (cold) or warm once (warm), measure again."""
+def _prepare_cache(policy: str, epoch: int, files: list[Path], leader: bool,
+                   flush: tuple[Path, int] | None = None) -> dict[str, Any] | None:
+    """On a node leader: measure residency, evict (cold) or warm once (warm), measure again. ``storage_cold``
+    first reads the flush file ``(path, bytes)`` through, untimed, to push the dataset out of the caches below
+    the client, then evicts as ``cold`` does."""
     if not leader:
         return None
+    flushed: dict[str, Any] = {}
+    if policy == "storage_cold" and flush is not None:
+        try:
+            n, secs = pagecache.read_through([flush[0]])
+        except OSError as e:
+            return {"before": float("nan"), "after": float("nan"), "error": f"the flush read failed: {e}"}
+        flushed = {"flush_bytes": n, "flush_s": secs}
     before = pagecache.residency(files)
-    if policy == "cold":
+    if policy in ("cold", "storage_cold"):
         try:
             pagecache.evict(files)
         except OSError as e:
-            return {"before": before, "after": float("nan"), "error": f"eviction failed: {e}"}
+            return {"before": before, "after": float("nan"), "error": f"eviction failed: {e}", **flushed}
     elif epoch == 0:
         pagecache.warm(files)
-    return {"before": before, "after": pagecache.residency(files)}
+    return {"before": before, "after": pagecache.residency(files), **flushed}
+
+
+def _flush_figures(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """An epoch's flush across node leaders: the bytes read through and the read rate of the slowest (MiB/s)."""
+    done = [r for r in reports if "flush_bytes" in r]
+    if not done:
+        return {}
+    slowest = max(r["flush_s"] for r in done)
+    return {"flush_bytes": sum(r["flush_bytes"] for r in done),
+            "flush_mib_s": done[0]["flush_bytes"] / slowest / 2**20 if slowest > 0 else None}
+
+
+def flush_path(point: dict[str, Any]) -> tuple[Path, int] | None:
+    """The storage-cold flush file of a point (``data_root/flush/flush-<bytes>.bin``) and its size, or None."""
+    if point["cache"] != "storage_cold":
+        return None
+    size = int(point["flush_size"])
+    return Path(point["data_root"]) / "flush" / f"flush-{size}.bin", size
+
+
+def _below_client(plan: DatasetPlan) -> tuple[Path, str] | None:
+    """Where the dataset's read marker lives and its generation stamp (None for a dataset whose manifest
+    predates read tracking: whether it was read since generation is then unknown)."""
+    m = load_manifest(plan) or {}
+    return (Path(plan.directory), m["created_utc"]) if m.get("tracks_reads") else None
+
+
+def _settle(point: dict[str, Any], where: tuple[Path, str] | None, files: list[Path]) -> dict[str, Any] | None:
+    """Rank 0, before anything is measured: a freshly generated dataset (never read since) is read once,
+    untimed, and dropped from the page cache, so that the caches below the client treat every repetition alike
+    (the first read of a fresh file is served by the device, every later one by a cache no client can evict).
+    Only with ``cache=cold`` and ``settle=true``; returns what it did, or None."""
+    if point["cache"] != "cold" or not point.get("settle") or where is None:
+        return None
+    if not pagecache.claim_first_read(*where):
+        return {"settled": False}
+    n, secs = pagecache.read_through(files)
+    return {"settled": True, "settle_bytes": n, "settle_s": secs}
+
+
+def _read_history(where: tuple[Path, str] | None) -> dict[str, Any]:
+    """Rank 0, at an epoch's start: is this the dataset's first read since it was generated (claimed
+    atomically, so of all points reading it only one sees True), and how long ago was it generated (s)?"""
+    if where is None:
+        return {"first_read": None, "since_generation_s": None}
+    created = calendar.timegm(time.strptime(where[1], "%Y-%m-%dT%H:%M:%SZ"))
+    return {"first_read": pagecache.claim_first_read(*where), "since_generation_s": time.time() - created}
 
 
 def _cache_state(policy: str, reports: list[dict[str, Any]]) -> tuple[str, float, float, str]:
@@ -353,6 +411,12 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
             if r.num_samples:
                 r.read(0, lanes[0].buf)
         pagecache.evict([paths[0], *fmt.sidecars(paths[0])])  # and leave no trace of it in the page cache
+    # below the client: settle a fresh dataset (cold), or make sure the flush file exists (storage_cold)
+    where = _below_client(plan) if rank == 0 else None
+    settle = _settle(point, where, files) if rank == 0 else None
+    flush = flush_path(point)
+    if flush is not None and rank == 0:
+        pagecache.ensure_flush_file(*flush)
     # a common time base for access logs: wall-clock ns of rank 0 at the start, mapped from each rank's perf clock
     guarded_barrier(comm, guard_s, "the start")
     perf0, wall0 = time.perf_counter_ns(), time.time_ns()
@@ -367,10 +431,11 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
         ep = EpochArrays(plan, ids, trace, starts_needed=threads > 0)
         nb = -(-len(ids) // batch)
         compute = compute_times(point, epoch, rank, nb).tolist()
-        report = _prepare_cache(policy, epoch, files, leader)
+        report = _prepare_cache(policy, epoch, files, leader, flush)
         reports = [r for r in comm.allgather(report) if r is not None]
         state, before, after, note = _cache_state(policy, reports)
-        cache_rows.append({"cache": state, "residency_before": before, "residency_after": after, "cache_note": note})
+        cache_rows.append({"cache": state, "residency_before": before, "residency_after": after, "cache_note": note,
+                           **_flush_figures(reports), **(_read_history(where) if rank == 0 else {})})
         for lane in lanes:
             lane.meta_ns = lane.opens = 0
             lane.meta_events = []
@@ -509,6 +574,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
         "mpi_vendor": "{} {}".format(MPI.get_vendor()[0], ".".join(map(str, MPI.get_vendor()[1]))),
         "totals": total,
         "epochs": epoch_rows,
+        "settle": settle,
         "started_utc": started,
         "started_unix": started_unix,  # seconds since the epoch: the measurement's own span, for overlap counting
         "finished_unix": time.time(),

@@ -86,7 +86,7 @@ def peak_rows(reps: int = 4, rel: float = 0.03, lustre: bool = True, **config) -
 def points_rows(rows: list[dict]) -> pd.DataFrame:
     """A points frame as analysis_frame returns it, from a few hand-written rows."""
     defaults = dict(zip(CONFIG_COLUMNS, ["hdf5", "{}", "shared", 1, 1048576, 1, 1, 1, "tiny", 64, 16384, 0, 32, 2,
-                                         8, 2, 0.0, "cold", 42, "local"], strict=True))
+                                         8, 2, 0.0, "cold", True, 42, "local"], strict=True))
     out = []
     for i, r in enumerate(rows):
         d = {**defaults, "point_key": f"k{i}", "label": "", "repeat": 0, "fs_type": "lustre",
