@@ -742,11 +742,32 @@ def _submit_slurm(specs: list[PointSpec], driver: _Driver, max_array: int | None
                 if size > 1:  # an array counts each task against the limit: try fewer at once
                     size = max(1, min(size, len(chunk)) // 2)
                     continue
+                reason = _refusal_reason(str(e))
+                if _queue_is_empty():  # no job of the user's is out: nothing can end and free a slot
+                    for spec in rest:
+                        driver.finish(spec, failure_record(spec.to_dict(), (
+                            f"sbatch refused the job for {reason} although none of your jobs is queued or running: "
+                            f"the limit is below one job and cannot clear by waiting; ask the site\n{e}"),
+                            job_state="REFUSED"))
+                    break
                 held += rest
-                driver.held_reason = _refusal_reason(str(e))
+                driver.held_reason = reason
                 break
             rest = rest[len(chunk):]
     return pending, held
+
+
+def _queue_is_empty() -> bool:
+    """Whether squeue lists no job of this user (False when it cannot tell)."""
+    import getpass
+    import subprocess
+
+    try:
+        p = subprocess.run(["squeue", "-h", "-u", getpass.getuser(), "-o", "%i"], capture_output=True, text=True,
+                           timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return p.returncode == 0 and not p.stdout.strip()
 
 
 def _refusal_reason(message: str) -> str:

@@ -322,6 +322,7 @@ class Partition:
     max_time_min: float | None
     max_cpus_per_node: int | None
     cpus_per_node: tuple[int, ...] = ()  # CPUs of each node of the partition (sinfo)
+    features: tuple[frozenset[str], ...] = ()  # each node's features (sinfo %f), for --constraint
     allow_accounts: tuple[str, ...] = ()  # () = all
     deny_accounts: tuple[str, ...] = ()
     allow_qos: tuple[str, ...] = ()
@@ -337,12 +338,18 @@ def _names(v: str | None) -> tuple[str, ...]:
 
 
 def parse_partitions(scontrol_text: str, sinfo_text: str = "") -> dict[str, Partition]:
-    """``scontrol show partition -o`` (+ ``sinfo -h -N -o '%N|%P|%c|%T'`` for each node's CPUs) -> partitions."""
+    """``scontrol show partition -o`` (+ ``sinfo -h -N -o '%N|%P|%c|%T|%f'`` for each node's CPUs and features)
+    -> partitions."""
     cpus: dict[str, dict[str, int]] = {}
+    feats: dict[str, dict[str, frozenset[str]]] = {}
     for line in sinfo_text.splitlines():
         cols = line.split("|")
         if len(cols) >= 3 and cols[2].strip().isdigit():
-            cpus.setdefault(cols[1].strip().rstrip("*"), {})[cols[0].strip()] = int(cols[2])
+            part = cols[1].strip().rstrip("*")
+            cpus.setdefault(part, {})[cols[0].strip()] = int(cols[2])
+            if len(cols) >= 5:
+                feats.setdefault(part, {})[cols[0].strip()] = frozenset(
+                    f for f in cols[4].strip().split(",") if f and f != "(null)")
     out = {}
     for line in scontrol_text.splitlines():
         kv = _kv(line)
@@ -358,6 +365,7 @@ def parse_partitions(scontrol_text: str, sinfo_text: str = "") -> dict[str, Part
             max_time_min=parse_minutes(kv.get("MaxTime", "")),
             max_cpus_per_node=_limit(kv.get("MaxCPUsPerNode")),
             cpus_per_node=tuple(sorted(cpus.get(name, {}).values(), reverse=True)),
+            features=tuple(feats[name][n] for n in sorted(feats[name])) if name in feats else (),
             allow_accounts=_names(kv.get("AllowAccounts")),
             deny_accounts=_names(kv.get("DenyAccounts")),
             allow_qos=_names(kv.get("AllowQos")),
@@ -467,7 +475,7 @@ def ask_site(timeout_s: float = 20, run: Runner = _run) -> SiteInfo:
     try:
         part = run(["scontrol", "show", "partition", "-o"], timeout_s)
         conf = run(["scontrol", "show", "config"], timeout_s)
-        nodes = run(["sinfo", "-h", "-N", "-o", "%N|%P|%c|%T"], timeout_s) if shutil.which("sinfo") else None
+        nodes = run(["sinfo", "-h", "-N", "-o", "%N|%P|%c|%T|%f"], timeout_s) if shutil.which("sinfo") else None
     except (subprocess.TimeoutExpired, OSError) as e:
         return SiteInfo(error=f"scontrol did not answer ({type(e).__name__})")
     if part.returncode != 0:
@@ -479,7 +487,7 @@ def ask_site(timeout_s: float = 20, run: Runner = _run) -> SiteInfo:
     if shutil.which("sacctmgr") and any(w in enforce for w in ("associations", "limits", "qos")):
         user = getpass.getuser()
         try:
-            a = run(["sacctmgr", "-n", "-P", "show", "assoc", f"where user={user}",
+            a = run(["sacctmgr", "-n", "-P", "show", "assoc", "where", f"user={user}",
                      "format=Account,Partition,QOS,MaxTRES,MaxWall"], timeout_s)
             q = run(["sacctmgr", "-n", "-P", "show", "qos", "format=Name,MaxTRES,MaxWall"], timeout_s)
             u = run(["sacctmgr", "-n", "-P", "show", "user", user, "format=DefaultAccount"], timeout_s)
@@ -523,6 +531,14 @@ def point_problems(spec: Any, site: SiteInfo) -> list[str]:
     if part.max_time_min is not None and minutes > part.max_time_min:
         out.append(f"cluster.timeout_min={float(c['timeout_min']):g} but partition {part.name} allows at most "
                    f"{part.max_time_min:g} min (MaxTime)")
+    constraint = str(c.get("constraint") or "")
+    if constraint and part.features and re.fullmatch(r"[\w.-]+(&[\w.-]+)*", constraint):  # plain AND of features
+        want = set(constraint.split("&"))
+        fit = sum(1 for f in part.features if want <= f)
+        have = sorted(set().union(*part.features))
+        if fit < min(nodes, len(part.features)) or not fit:
+            out.append(f"constraint={constraint} but {'no' if not fit else f'only {fit}'} node(s) of partition "
+                       f"{part.name} have {' and '.join(sorted(want))} (features: {', '.join(have) or 'none'})")
     acct, qos = c.get("account") or "", c.get("qos") or ""
     if acct and (acct in part.deny_accounts or (part.allow_accounts and acct not in part.allow_accounts)):
         out.append(f"account={acct} is not allowed in partition {part.name}")

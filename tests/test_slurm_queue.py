@@ -77,6 +77,12 @@ def test_a_time_limit_above_the_partitions_maxtime_is_refused(slurm_cluster, swe
     refused(p, tmp_path, "cluster.timeout_min=10 but partition short allows at most 5 min (MaxTime)")
 
 
+def test_an_account_the_user_has_not_and_a_missing_feature_are_refused(slurm_cluster, sweep, tmp_path):
+    p = sweep("cluster=slurm", "workload=tiny", "cluster.account=nobody_here", "cluster.constraint=gpu", timeout=120)
+    refused(p, tmp_path, "account=nobody_here but user root may use only: root")
+    assert f"constraint=gpu but no node(s) of partition {slurm_cluster.partition} have gpu" in p.stderr
+
+
 def test_dry_run_runs_the_same_check(slurm_cluster, sweep, tmp_path):
     p = sweep("cluster=slurm", "nodes=4", "workload=tiny", "dry_run=true", timeout=120)
     refused(p, tmp_path, "has 2 nodes")
@@ -138,6 +144,15 @@ def test_cancel_unrunnable_false_keeps_waiting(slurm_cluster, sweep, analysis, t
 
 
 # ---------------------------------------------------------------------------------- limits that clear
+def test_a_submit_limit_below_one_job_fails_the_point_instead_of_waiting_forever(slurm_cluster, sweep, analysis,
+                                                                                tmp_path, own_qos):
+    qos = own_qos(MaxSubmitJobsPerUser="0")
+    p = sweep("cluster=slurm", "workload=tiny", f"cluster.qos={qos}", timeout=300)
+    assert p.returncode == 1, p.stdout + p.stderr
+    ((status, error),) = summary(analysis, tmp_path)[["status", "error"]].itertuples(index=False)
+    assert status == "failed" and "cannot clear by waiting" in error and "QOSMaxSubmitJobPerUserLimit" in error
+
+
 def test_points_refused_by_a_submit_limit_wait_and_all_complete(slurm_cluster, sweep, analysis, tmp_path, own_qos):
     """Issue 8: a QOS allowing 2 submitted jobs per user; a 4-point sweep goes out 2 at a time as jobs end."""
     qos = own_qos(MaxSubmitJobsPerUser="2")

@@ -282,6 +282,12 @@ def test_a_point_that_can_never_start_is_named_with_its_request_and_the_limit(si
     assert any(message in p for p in point_problems(spec, site)), point_problems(spec, site)
 
 
+def test_a_constraint_no_node_has(site):
+    assert point_problems(point(constraint="gpu"), site) == [
+        "constraint=gpu but no node(s) of partition debug have gpu (features: none)"]
+    assert point_problems(point(constraint="gpu|fat"), site) == []  # Slurm's own syntax beyond AND: not judged
+
+
 def test_qos_per_job_limits(site):
     spec = point(account="ddlio_capture", qos="ddlio_capture_q", nodes=2, timeout_min=3)
     assert any("QOS ddlio_capture_q allows 1 per job" in p for p in point_problems(spec, site))
