@@ -17,6 +17,7 @@ SUMMARY_COLUMNS = [
     "hosts", "repeat", "workload", "samples", "sample_size", "epochs", "bytes_read", "bytes_planned",
     "io_time_slowest_s", "bandwidth_mib_s", "iops", "wall_time_s", "samples_per_s", "au", "lat_p50_us",
     "lat_p99_us", "cache", "first_read", "overlapping", "fs_type", "job_id", "job_state", "error", "finished_utc",
+    "measurement_id",
 ]
 
 
@@ -29,6 +30,23 @@ def points_frame(store: Store, status: str | None = None) -> pd.DataFrame:
     with store.session() as s:
         rows = s.execute(stmt).mappings().all()
     return pd.DataFrame(rows, columns=[c.name for c in cols])
+
+
+def measurements_frame(store: Store, point_key: str | None = None) -> pd.DataFrame:
+    """The points' history: one row per outcome ever stored (completed or failed), oldest first, with
+    ``current`` True for the one the point's row (and so every analysis) uses."""
+    from analysis.store import Measurement
+
+    cols = [c for c in Measurement.__table__.columns if c.name != "record"]
+    stmt = select(*cols, (Point.measurement_id == Measurement.id).label("current")).join(
+        Point, Point.point_key == Measurement.point_key).order_by(Measurement.id)
+    if point_key:
+        stmt = stmt.where(Measurement.point_key == point_key)
+    with store.session() as s:
+        rows = s.execute(stmt).mappings().all()
+    df = pd.DataFrame(rows, columns=[c.name for c in cols] + ["current"])
+    df["current"] = df["current"].fillna(False).astype(bool)
+    return df
 
 
 def epochs_frame(store: Store) -> pd.DataFrame:
@@ -60,8 +78,7 @@ METRIC_COLUMNS = [
     "lat_p90_us", "lat_p99_us",
 ]
 _ANALYSIS_EXTRA = ["point_key", "label", "status", "repeat", "cache", "overlapping", "fs_type", "striping_applicable",
-                   "run_dir", "first_read",
-                   "env_id"]
+                   "run_dir", "first_read", "env_id", "measurement_id"]
 #: The columns of :func:`analysis_frame`, in order: what ``--where`` may name.
 ANALYSIS_COLUMNS = list(dict.fromkeys(_ANALYSIS_EXTRA + CONFIG_COLUMNS + METRIC_COLUMNS))
 

@@ -3,10 +3,12 @@
 Tables: ``sweeps`` (one per ``sweep.py`` call), ``sweep_points`` (which points a sweep asked for and what it did
 with each), ``points`` (one per point key: config as columns, status, error, job, and the run's Darshan-style
 totals), ``epochs`` (per-epoch measurements with latency histograms and per-rank figures) and ``environments``
-(versions, host, git commit; shared by the points measured in the same environment).
+(versions, host, git commit; shared by the points measured in the same environment) and ``measurements`` (every
+outcome of every point: its history).
 
-Ingest is idempotent: a point is keyed by its point key; storing the same record twice changes nothing, and a
-failure never overwrites a completed measurement.
+Ingest is idempotent: a point is keyed by its point key; storing the same record twice changes nothing. Every
+outcome is kept in ``measurements`` (the point's history); the newest is the point's current state, a failed
+re-measure included.
 """
 
 from __future__ import annotations
@@ -99,6 +101,8 @@ class Point(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     # a job went out for this point and its outcome has not been stored yet (harvest or re-attach, never resubmit)
     pending: Mapped[bool | None] = mapped_column(Boolean)
+    # the current outcome's row in ``measurements`` (the point's history); NULL in stores older than that table
+    measurement_id: Mapped[int | None] = mapped_column(Integer)
     # the stored measurement's own id (from the kernel), for idempotent ingest
     result_id: Mapped[str | None] = mapped_column(String(64))
     # when the kernel measured (seconds since the epoch), and how many other points of the same sweep were
@@ -206,6 +210,32 @@ class Epoch(Base):
     rank_rows: Mapped[list] = mapped_column(JSON)
 
     point: Mapped[Point] = relationship(back_populates="epoch_rows")
+
+
+class Measurement(Base):
+    """The point's history: one row per outcome ever stored for it (completed or failed), oldest first. The point's
+    row holds the current one (``points.measurement_id``) in full; a completed measurement that a later outcome
+    replaced keeps its whole record here (``record``: totals, result and epochs with their histograms)."""
+
+    __tablename__ = "measurements"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    point_key: Mapped[str] = mapped_column(ForeignKey("points.point_key"), index=True)
+    # completed | failed
+    status: Mapped[str] = mapped_column(String(16))
+    result_id: Mapped[str | None] = mapped_column(String(64))
+    error: Mapped[str | None] = mapped_column(Text)
+    job_id: Mapped[str | None] = mapped_column(String(64))
+    job_state: Mapped[str | None] = mapped_column(String(32))
+    run_dir: Mapped[str | None] = mapped_column(Text)
+    finished_utc: Mapped[dt.datetime | None] = mapped_column(DateTime)
+    recorded_utc: Mapped[dt.datetime] = mapped_column(DateTime, default=_now)
+    # the whole-run figures of a completed measurement (MiB/s, ops/s, seconds)
+    bandwidth_mib_s: Mapped[float | None] = mapped_column(Float)
+    iops: Mapped[float | None] = mapped_column(Float)
+    io_time_slowest_s: Mapped[float | None] = mapped_column(Float)
+    wall_time_s: Mapped[float | None] = mapped_column(Float)
+    cache: Mapped[str | None] = mapped_column(String(16))
+    record: Mapped[dict | None] = mapped_column(JSON)
 
 
 _CONFIG_COLUMNS = {
@@ -398,30 +428,107 @@ class Store:
             row.sweep_id = self.sweep_id or row.sweep_id
 
     def record(self, record: dict[str, Any]) -> bool:
-        """Store a result or failure record. Returns False when it changed nothing (already stored)."""
+        """Store a result or failure record. Returns False when it changed nothing (already stored).
+
+        Every outcome joins the point's history (``measurements``); it also becomes the point's current state
+        unless the current one is newer: a failed re-measure is current (with its error) and the completed
+        measurement it replaced stays in the history. A result always replaces a failure the driver only inferred
+        (a job that ended "without a result"): it is that job's outcome, found late."""
         self._ensure_point(record["point"], status="submitted")
         env_id = self._ensure_environment(record["env"]) if record["kind"] == "ddlio.result" and record.get("env") \
             else None
         with Session(self.engine) as s, s.begin():
             row = self._point_row(s, record["point"])
             finished = _parse_utc(record.get("finished_utc"))
-            row.pending = False  # whatever it says, this is the outcome of the job that went out
-            if record["kind"] == "ddlio.failure":
-                if row.status == "completed" or (row.status == "failed" and row.finished_utc == finished):
-                    return False
-                row.status, row.error = "failed", record["error"]
-                row.job_state = record.get("job_state", "FAILED")
-                row.finished_utc = finished
-                row.run_dir = record.get("run_dir") or row.run_dir
+            if self._already_stored(s, row, record, finished):
+                return False
+            current = self._becomes_current(row, record, finished)
+            if current and row.status == "completed":
+                self._keep_in_history(s, row)
+            failed = record["kind"] == "ddlio.failure"
+            totals = {} if failed else record["totals"]
+            m = Measurement(
+                point_key=row.point_key, status="failed" if failed else "completed",
+                result_id=None if failed else record.get("result_id"), error=record["error"] if failed else None,
+                job_id=record.get("job_id") or (row.job_id if current else None),
+                job_state=record.get("job_state", "FAILED" if failed else "COMPLETED"),
+                run_dir=record.get("run_dir"), finished_utc=finished, recorded_utc=_now(),
+                bandwidth_mib_s=_nan_to_none(totals.get("bandwidth_mib_s")), iops=_nan_to_none(totals.get("iops")),
+                io_time_slowest_s=_nan_to_none(totals.get("io_time_slowest_s")),
+                wall_time_s=_nan_to_none(totals.get("wall_time_s")), cache=totals.get("cache"),
+                record=None if current or failed else _json_safe({k: v for k, v in record.items() if k != "point"}),
+            )
+            s.add(m)
+            s.flush()
+            if not current:
                 return True
-            if row.status == "completed":
-                rid = record.get("result_id")
-                same = row.result_id == rid if rid else row.finished_utc == finished
-                older = finished is not None and row.finished_utc is not None and finished < row.finished_utc
-                if same or older:  # already stored, or an older measurement than the stored one
-                    return False
-            self._store_result(s, row, record, finished, env_id)
+            row.pending = False  # this is the outcome of the job that went out
+            row.measurement_id = m.id
+            if failed:
+                self._store_failure(row, record, finished)
+            else:
+                self._store_result(s, row, record, finished, env_id)
             return True
+
+    @staticmethod
+    def _already_stored(s: Session, row: Point, record: dict[str, Any], finished: dt.datetime | None) -> bool:
+        failed = record["kind"] == "ddlio.failure"
+        rid = None if failed else record.get("result_id")
+        q = select(Measurement.id).where(Measurement.point_key == row.point_key,
+                                         Measurement.status == ("failed" if failed else "completed"))
+        q = q.where(Measurement.result_id == rid) if rid else q.where(Measurement.finished_utc == finished)
+        if s.scalar(q.limit(1)) is not None:
+            return True
+        # a store older than the history table: its current outcome has no history row
+        if failed:
+            return row.status == "failed" and row.finished_utc == finished and row.measurement_id is None
+        if row.status != "completed":
+            return False
+        return row.result_id == rid if rid else row.finished_utc == finished
+
+    @staticmethod
+    def _becomes_current(row: Point, record: dict[str, Any], finished: dt.datetime | None) -> bool:
+        if row.status not in ("completed", "failed") or row.finished_utc is None or finished is None:
+            return True
+        if record["kind"] == "ddlio.result" and row.status == "failed" and "without a result" in (row.error or ""):
+            return True
+        return finished >= row.finished_utc
+
+    def _keep_in_history(self, s: Session, row: Point) -> None:
+        """The point's current completed measurement is about to be replaced: its whole record moves into its
+        history row (created for a store older than the history table)."""
+        m = s.get(Measurement, row.measurement_id) if row.measurement_id is not None else None
+        if m is None:
+            m = Measurement(point_key=row.point_key, status="completed", result_id=row.result_id,
+                            job_id=row.job_id, job_state=row.job_state, run_dir=row.run_dir,
+                            finished_utc=row.finished_utc, recorded_utc=_now(), bandwidth_mib_s=row.bandwidth_mib_s,
+                            iops=row.iops, io_time_slowest_s=row.io_time_slowest_s, wall_time_s=row.wall_time_s,
+                            cache=row.cache)
+            s.add(m)
+        epochs = [{**{c: getattr(e, c) for c in _EPOCH_COLUMNS}, "epoch": e.epoch, "hist": e.hist,
+                   "ranks": e.rank_rows} for e in row.epoch_rows]
+        m.record = _json_safe({**(row.result or {}), "totals": {c: getattr(row, c) for c in _TOTAL_COLUMNS},
+                               "epochs": epochs})
+
+    @staticmethod
+    def _store_failure(row: Point, record: dict[str, Any], finished: dt.datetime | None) -> None:
+        """The point's current state becomes this failure: no figures (they belong to the history)."""
+        row.status, row.error = "failed", record["error"]
+        row.job_state = record.get("job_state", "FAILED")
+        row.finished_utc = finished
+        row.run_dir = record.get("run_dir") or row.run_dir
+        for col in (*_TOTAL_COLUMNS, "hosts", "host_names", "fs_type", "striping_applicable", "layout",
+                    "mpi_library", "env_id", "result", "result_id", "started_unix", "finished_unix", "overlapping"):
+            setattr(row, col, None)
+        row.epoch_rows.clear()
+
+    def history(self, point_key: str) -> list[dict[str, Any]]:
+        """Every outcome stored for a point, oldest first (``measurements`` rows without their full record)."""
+        cols = [c for c in Measurement.__table__.columns if c.name != "record"]
+        with Session(self.engine) as s:
+            rows = s.execute(select(*cols).where(Measurement.point_key == point_key)
+                             .order_by(Measurement.id)).mappings().all()
+        return [dict(r) for r in rows]
 
     def _store_result(self, s: Session, row: Point, rec: dict[str, Any], finished: dt.datetime | None,
                       env_id: str | None) -> None:

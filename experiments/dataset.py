@@ -207,6 +207,21 @@ def load_manifest(plan: DatasetPlan) -> dict[str, Any] | None:
     return manifest
 
 
+def invalidate_dataset(plan: DatasetPlan, reason: str) -> str:
+    """Mark a dataset whose bytes failed verification while being read (a checksum, a header) as incomplete: its
+    manifest is renamed (kept, with the reason beside it, for inspection), so the next run that needs it rebuilds
+    it. Returns the manifest's new name (or a note that another job already did it)."""
+    d = Path(plan.directory)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    with dataset_lock(plan):
+        if not (d / MANIFEST).exists():
+            return "already invalidated"
+        dest = d / f"{MANIFEST}.invalid-{stamp}"
+        os.replace(d / MANIFEST, dest)
+        (d / f"invalid-{stamp}.txt").write_text(reason)
+    return dest.name
+
+
 def verify_dataset(plan: DatasetPlan, sizes: np.ndarray) -> tuple[list[dict[str, Any]], np.ndarray]:
     """Open every file and check its sample count (and, where the format can predict them, its record sizes)
     against the plan. Returns the files' manifest entries and the bytes per record of every sample."""

@@ -14,6 +14,7 @@ reads returned equal the plan exactly, and writes the result file atomically.
 from __future__ import annotations
 
 import calendar
+import contextlib
 import json
 import os
 import resource
@@ -29,7 +30,7 @@ import numpy as np
 
 from experiments import cache as pagecache
 from experiments.dataset import DatasetPlan, data_files, even_split, load_manifest, write_json_atomic
-from experiments.errors import KernelError
+from experiments.errors import FormatError, KernelError
 from experiments.formats import get_format
 from experiments.metrics import RankEpoch, aggregate, aggregate_run, histogram
 
@@ -323,8 +324,8 @@ def guarded_barrier(comm: Any, timeout_s: float, what: str) -> None:
 
 
 def _fault(point: dict[str, Any], rank: int) -> str | None:
-    """Fault injection for testing failure handling: ``DDLIO_FAULT=crash@RANK[:FORMAT]`` or
-    ``hang@RANK[:FORMAT]`` makes that rank crash (exit 9) or hang in its first epoch."""
+    """Fault injection for testing failure handling: ``DDLIO_FAULT=crash@RANK[:FORMAT]``, ``kill@RANK[:FORMAT]``
+    or ``hang@RANK[:FORMAT]`` makes that rank crash (exit 9), be killed by SIGKILL, or hang in its first epoch."""
     spec = os.environ.get("DDLIO_FAULT", "")
     if not spec:
         return None
@@ -339,6 +340,10 @@ def _inject(fault: str, rank: int) -> None:
     if fault == "crash":
         print(f"ddlio kernel: rank {rank} crashing on purpose (DDLIO_FAULT)", file=sys.stderr, flush=True)
         os._exit(9)
+    if fault == "kill":
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
     while fault == "hang":
         time.sleep(1)
 
@@ -600,6 +605,9 @@ def main(argv: list[str]) -> int:
         return 3
     except Exception as e:
         print(f"ddlio kernel rank {rank} failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        if isinstance(e, FormatError):  # the dataset's bytes are damaged: tell the job, which invalidates it
+            with contextlib.suppress(OSError):
+                Path(spec["result_path"]).with_name("dataset-damaged.txt").write_text(f"rank {rank}: {e}\n")
         traceback.print_exc()
         sys.stderr.flush()
         MPI.COMM_WORLD.Abort(2)

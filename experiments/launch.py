@@ -31,6 +31,9 @@ from experiments.slurmstate import NEVER, TERMINAL, VANISHED, WAITING, JobWatche
 
 RESULT = "result.json"
 FAILURE = "failure.json"
+#: written by the kernel when the dataset's bytes failed verification (a checksum, a header): the point's job then
+#: invalidates the dataset so that the next run rebuilds it
+DAMAGED = "dataset-damaged.txt"
 
 
 class Tracker(Protocol):
@@ -83,10 +86,13 @@ def _step_runner(spec: PointSpec, run_dir: Path, deadline: float | None = None
                 f"time limit reached: the point's cluster.timeout_min={spec.cluster['timeout_min']} ({limit_s:.1f} s) "
                 f"ran out in the {name} step, which was killed; raise cluster.timeout_min\n{e}") from None
         if res.returncode != 0:
-            raise LaunchError(
-                f"{name} step failed (exit code {res.returncode}): {headline(res.stderr_tail)}\n"
-                f"command: {' '.join(argv)}\n{res.stderr_tail}"
-            )
+            said = headline(res.stderr_tail)
+            if res.cause:
+                first = f"{name} step failed: {res.cause} (exit code {res.returncode})"
+                first += f"; {said}" if said != "(no output)" and res.cause not in said else ""
+            else:
+                first = f"{name} step failed (exit code {res.returncode}): {said}"
+            raise LaunchError(f"{first}\ncommand: {' '.join(argv)}\n{res.stderr_tail}")
 
     return step
 
@@ -126,16 +132,26 @@ def run_point(point: dict[str, Any], run_dir: str) -> dict[str, Any]:
             lambda plan_path, ranks: step("experiments.dataset", [plan_path], ranks, "generate"),
             spec.ranks,
         )
-        (rd / "kernel-result.json").unlink(missing_ok=True)  # only this run's kernel may leave one
+        for stale in ("kernel-result.json", DAMAGED):  # only this run's kernel may leave one
+            (rd / stale).unlink(missing_ok=True)
         kernel_spec = {"point": point, "plan": plan.to_dict(), "result_path": str(rd / "kernel-result.json")}
         write_json_atomic(rd / "kernel.json", kernel_spec)
-        if spec.cluster["executor"] == "local":  # one measurement at a time on this machine, across sweeps too
-            from experiments.dataset import exclusive
+        try:
+            if spec.cluster["executor"] == "local":  # one measurement at a time on this machine, across sweeps too
+                from experiments.dataset import exclusive
 
-            with exclusive(Path(spec.data_root) / "runs" / ".local-measurement.lock"):
+                with exclusive(Path(spec.data_root) / "runs" / ".local-measurement.lock"):
+                    step("experiments.kernel", [str(rd / "kernel.json")], spec.ranks, "kernel")
+            else:
                 step("experiments.kernel", [str(rd / "kernel.json")], spec.ranks, "kernel")
-        else:
-            step("experiments.kernel", [str(rd / "kernel.json")], spec.ranks, "kernel")
+        except LaunchError as e:
+            if not (rd / DAMAGED).exists():
+                raise
+            from experiments.dataset import invalidate_dataset
+
+            moved = invalidate_dataset(plan, (rd / DAMAGED).read_text(errors="replace"))
+            raise LaunchError(f"{e}\nthe dataset failed verification and was invalidated ({moved}): the next "
+                              "run rebuilds it") from e
         result = json.loads((rd / "kernel-result.json").read_text())
     except DdlioError as e:
         rec = failure_record(point, f"{type(e).__name__}: {e}", run_dir=str(rd))
@@ -272,19 +288,24 @@ def _tail_file(path: Path, lines: int = 20) -> str:
         return ""
 
 
-def _lost_job_error(spec: PointSpec, job_id: str, state: str, run_dir: Path) -> str:
-    """Why a job left no result: its scheduler state and the tails of whatever it wrote."""
-    parts = [f"job {job_id} ended {state} without a result"]
+def _lost_job_error(spec: PointSpec, job_id: str, state: str, run_dir: Path, detail: str = "") -> str:
+    """Why a job left no result: its scheduler state, what ended it if any of its logs tells (a signal by name,
+    no space left, the time limit ...), ``detail``, and the tails of whatever it wrote."""
+    from experiments.mpirun import failure_cause, read_log
+
     info = _job_info(run_dir)
     folder = Path(info.get("folder", run_dir / "job"))
-    for log in sorted(folder.glob(f"{job_id}_*_log.err")) + sorted(folder.glob(f"{job_id}_*_log.out")):
-        tail = _tail_file(log)
-        if tail:
+    logs = sorted(folder.glob(f"{job_id}_*_log.err")) + sorted(folder.glob(f"{job_id}_*_log.out"))
+    logs += [run_dir / name for name in ("kernel.err", "kernel.out", "generate.err", "generate.out")]
+    texts = {log: read_log(log) for log in logs}
+    cause = failure_cause(detail, *texts.values())
+    parts = [f"job {job_id} ended {state} without a result" + (f": {cause}" if cause else "")]
+    if detail:
+        parts.append(detail.strip())
+    for log, text in texts.items():
+        tail = "\n".join(text.strip().splitlines()[-20:])
+        if tail and (log.parent == folder or log.suffix == ".err"):
             parts.append(f"--- {log.name}\n{tail}")
-    for name in ("kernel.err", "generate.err"):
-        tail = _tail_file(run_dir / name)
-        if tail:
-            parts.append(f"--- {name}\n{tail}")
     return "\n".join(parts)
 
 
@@ -308,7 +329,8 @@ def _job_info(run_dir: Path) -> dict[str, Any]:
 def _archive_outcome(rd: Path) -> None:
     """Move a previous attempt's outcome out of the way (into ``attempts/NNN/``), so that any result file found
     later is this submission's and nothing an earlier job wrote is ever deleted."""
-    old = [rd / n for n in (RESULT, FAILURE, "kernel-result.json", JOB)] + sorted(rd.glob("trace-*.csv"))
+    old = [rd / n for n in (RESULT, FAILURE, "kernel-result.json", JOB, DAMAGED)] + sorted(rd.glob("trace-*.csv"))
+    old += [rd / f"{step}.{ext}" for step in ("generate", "kernel") for ext in ("out", "err")]
     old = [p for p in old if p.exists()]
     if not old:
         return
@@ -642,7 +664,7 @@ def _run_local(specs: list[PointSpec], attach: list[Pending], driver: _Driver) -
             raise
         except Exception as e:  # the job itself died (killed, timed out): still record the point
             state = str(getattr(job, "state", "FAILED"))
-            error = f"job {job.job_id} ended {state}: {e}\n" + _lost_job_error(spec, str(job.job_id), state, rd)
+            error = _lost_job_error(spec, str(job.job_id), state, rd, detail=f"{type(e).__name__}: {e}")
             record = failure_record(spec.to_dict(), error, job_state=state, run_dir=str(rd))
         driver.finish(spec, record, time.perf_counter() - t0)
 

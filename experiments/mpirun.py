@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from experiments.errors import LaunchError, TimeLimitError
@@ -23,6 +24,8 @@ class StepResult:
     seconds: float
     stdout_tail: str
     stderr_tail: str
+    #: what ended the step, found anywhere in its output (see :func:`failure_cause`), or None
+    cause: str | None = None
 
 
 def launch_argv(launch: str, ranks: int, nodes: int, ppn: int, module: str, args: list[str]) -> list[str]:
@@ -49,6 +52,55 @@ def headline(stderr: str) -> str:
         if ln.startswith(("ddlio", "rank ")):
             return ln
     return lines[-1] if lines else "(no output)"
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+#: causes of a failed step, most telling first: (pattern over its output, what the failure's first line says)
+_CAUSES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = [
+    (re.compile(r"No space left on device|\bENOSPC\b|\[Errno 28\]"), lambda m: "No space left on device"),
+    (re.compile(r"Disk quota exceeded|\bEDQUOT\b|\[Errno 122\]"), lambda m: "Disk quota exceeded"),
+    (re.compile(r"DUE TO TIME LIMIT|[Tt]ime limit exceeded"), lambda m: "time limit reached"),
+    (re.compile(r"DUE TO PREEMPTION"), lambda m: "preempted"),
+    (re.compile(r"\boom[-_ ]kill|Out Of Memory|\bMemoryError\b", re.I), lambda m: "out of memory"),
+    # MPICH: "EXIT STRING: Killed (signal 9)"; Open MPI: "exited on signal 9 (Killed)"; Hydra: "KILLED BY SIGNAL: 9"
+    (re.compile(r"\(signal (\d+)\)|on signal (\d+)|KILLED BY SIGNAL: (\d+)"),
+     lambda m: f"killed by {_signal_name(int(next(g for g in m.groups() if g)))}"),
+    # srun: "srun: error: n1: task 1: Killed" / "... task 0: Segmentation fault"
+    (re.compile(r"task \d+: (Killed|Segmentation fault|Aborted|Bus error|Terminated)"),
+     lambda m: {"Killed": "killed by SIGKILL", "Segmentation fault": "killed by SIGSEGV", "Aborted":
+                "killed by SIGABRT", "Bus error": "killed by SIGBUS", "Terminated": "killed by SIGTERM"}[m.group(1)]),
+]
+
+
+def failure_cause(*texts: str, returncode: int | None = None) -> str | None:
+    """What ended a failed step, searched for anywhere in its output (stderr, and stdout where MPI launchers
+    report dead ranks): no space left, quota, time limit, preemption, out of memory, a signal by name. A
+    negative ``returncode`` (the launcher itself killed by a signal) names that signal. None when nothing tells."""
+    for pattern, say in _CAUSES:
+        for text in texts:
+            m = pattern.search(text)
+            if m:
+                return say(m)
+    if returncode is not None and returncode < 0:
+        return f"killed by {_signal_name(-returncode)}"
+    return None
+
+
+def read_log(path: str | os.PathLike, limit: int = 16 << 20) -> str:
+    """The last ``limit`` bytes of a log file (empty when it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - limit))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _tail(text: str, lines: int = 30) -> str:
@@ -103,7 +155,9 @@ def run_step(
                 if proc.poll() is None:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
-        return StepResult(argv, proc.returncode, time.perf_counter() - t0, tail(out_path), tail(err_path))
+        cause = None if proc.returncode == 0 else failure_cause(read_log(err_path), read_log(out_path),
+                                                                  returncode=proc.returncode)
+        return StepResult(argv, proc.returncode, time.perf_counter() - t0, tail(out_path), tail(err_path), cause)
     finally:
         if tmpdir:
             import shutil

@@ -1,4 +1,5 @@
-"""The store on a real SQLite file: idempotent ingest, failures never overwrite measurements, summary columns."""
+"""The store on a real SQLite file: idempotent ingest, the newest outcome is current and every one is history,
+summary columns, claims."""
 
 from __future__ import annotations
 
@@ -58,20 +59,42 @@ def test_result_is_stored_once(tmp_path, store):
 def test_failure_is_recorded_then_a_retry_replaces_it(tmp_path, store):
     spec = point(tmp_path)
     store.record_submitted(spec.to_dict(), "123", str(tmp_path))
-    store.record(failure_record(spec.to_dict(), "LaunchError: kernel step failed\nrank 1 crashed"))
+    store.record({**failure_record(spec.to_dict(), "LaunchError: kernel step failed\nrank 1 crashed"),
+                  "finished_utc": "2026-01-01T00:00:00Z"})
     df = summary_frame(store)
     assert df.iloc[0].status == "failed" and "rank 1 crashed" in df.iloc[0].error
     assert not store.is_done(spec.point_key)
-    store.record(fake_result(spec))
+    store.record(fake_result(spec, finished="2026-01-02T00:00:00Z"))
     df = summary_frame(store)
     assert df.iloc[0].status == "completed" and pd.isna(df.iloc[0].error)
 
 
-def test_a_failure_never_overwrites_a_measurement(tmp_path, store):
+def test_a_newer_failure_is_current_and_the_measurement_stays_in_the_history(tmp_path, store):
     spec = point(tmp_path)
-    store.record(fake_result(spec))
-    assert store.record(failure_record(spec.to_dict(), "later failure")) is False
+    store.record(fake_result(spec, finished="2026-01-01T00:00:00Z"))
+    assert store.record(failure_record(spec.to_dict(), "later failure")) is True
+    row = summary_frame(store).iloc[0]
+    assert row.status == "failed" and row.error == "later failure" and pd.isna(row.bandwidth_mib_s)
+    assert len(epochs_frame(store)) == 0  # the current state has no figures: they are the history's
+    history = store.history(spec.point_key)
+    assert [h["status"] for h in history] == ["completed", "failed"]
+    assert history[0]["bandwidth_mib_s"] == 100.0 and row.measurement_id == history[1]["id"]
+    with store.session() as s:
+        from analysis.store import Measurement
+
+        kept = s.get(Measurement, history[0]["id"]).record
+    assert kept["totals"]["bandwidth_mib_s"] == 100.0 and kept["epochs"][0]["hist"] == [0, 64]
+
+
+def test_an_older_failure_joins_the_history_only(tmp_path, store):
+    """Ingesting an earlier attempt's failure.json after a later measurement: history, not the current state."""
+    spec = point(tmp_path)
+    store.record(fake_result(spec, finished="2026-01-02T00:00:00Z"))
+    old = {**failure_record(spec.to_dict(), "an earlier failure"), "finished_utc": "2026-01-01T00:00:00Z"}
+    assert store.record(old) is True
+    assert store.record(copy.deepcopy(old)) is False
     assert summary_frame(store).iloc[0].status == "completed"
+    assert [h["status"] for h in store.history(spec.point_key)] == ["completed", "failed"]
 
 
 def test_a_newer_measurement_replaces_the_older(tmp_path, store):

@@ -58,13 +58,57 @@ def test_a_failing_point_is_recorded_and_the_sweep_goes_on(sweep, analysis, tmp_
     assert p.returncode == 1
     assert "FAILED" in p.stdout and "checksum mismatch" in p.stdout
     df = summary(analysis, tmp_path).set_index("format")
-    # the old tfrecord measurement is kept (a failure never overwrites one); the npz point completed
+    # the failed re-measure is the point's current state, with its error; the earlier measurement is history
+    assert df.loc["tfrecord", "status"] == "failed" and "checksum mismatch" in df.loc["tfrecord", "error"]
+    assert pd.isna(df.loc["tfrecord", "bandwidth_mib_s"])
     assert df.loc["npz", "status"] == "completed"
+    status = analysis("status", "--db", str(tmp_path / "r.db"))
+    assert "failed" in status.stdout and "FormatError" in status.stdout
     with sqlite3.connect(tmp_path / "r.db") as c:
-        (attempts,) = c.execute("select attempts from points where format='tfrecord'").fetchone()
+        key, attempts, current = c.execute(
+            "select point_key, attempts, measurement_id from points where format='tfrecord'").fetchone()
+        history = c.execute("select id, status, bandwidth_mib_s, record from measurements where point_key=? "
+                            "order by id", (key,)).fetchall()
     assert attempts == 2
+    assert [h[1] for h in history] == ["completed", "failed"] and current == history[1][0]
+    assert history[0][2] > 0 and len(json.loads(history[0][3])["epochs"]) == 2  # the old numbers, kept whole
     runs = list((tmp_path / "data" / "runs").glob("*/failure.json"))
     assert len(runs) == 1 and "checksum mismatch" in json.loads(runs[0].read_text())["error"]
+    # the damaged dataset was invalidated: a plain rerun rebuilds it and measures the point
+    assert not (ds / "manifest.json").exists() and list(ds.glob("manifest.json.invalid-*"))
+    again = sweep("workload=tiny", "format=tfrecord")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert summary(analysis, tmp_path).set_index("format").loc["tfrecord", "status"] == "completed"
+    # every attempt keeps its own logs
+    rd = runs[0].parent
+    assert "checksum mismatch" in (rd / "attempts" / "001" / "kernel.err").read_text()
+    assert "checksum mismatch" not in (rd / "kernel.err").read_text()
+
+
+def test_a_lost_point_measured_again_exits_0(sweep, tmp_path):
+    """Driver and job both killed: the rerun stores the point as LOST, measures it again, and the command exits
+    0 because the point's final state is completed. (The dead job is a PID that no longer runs.)"""
+    import subprocess
+    import sys
+
+    from analysis.store import Store
+    from experiments.dataset import write_json_atomic
+    from experiments.launch import run_dir_for
+    from helpers import point
+
+    spec = point(tmp_path, "workload.epochs=1")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    rd = run_dir_for(spec)
+    rd.mkdir(parents=True)
+    write_json_atomic(rd / "job.json", {"job_id": gone.stdout.strip(), "folder": str(rd / "job"),
+                                        "executor": "local"})
+    Store(str(tmp_path / "r.db")).record_submitted(spec.to_dict(), gone.stdout.strip(), str(rd))
+    p = sweep("workload=tiny", "workload.epochs=1")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "ended LOST" in p.stdout and "MiB/s" in p.stdout
+    with sqlite3.connect(tmp_path / "r.db") as c:
+        assert c.execute("select status from points").fetchall() == [("completed",)]
+        assert [r[0] for r in c.execute("select job_state from measurements order by id")] == ["LOST", "COMPLETED"]
 
 
 def test_a_failed_point_is_retried_by_a_rerun(sweep, analysis, tmp_path):
@@ -117,3 +161,10 @@ def test_overrides_that_change_nothing_measure_once(sweep, tmp_path):
     assert "is the same measurement as" in p.stderr
     with sqlite3.connect(tmp_path / "r.db") as c:
         assert c.execute("select count(*), sum(attempts) from points").fetchone() == (1, 1)
+
+
+def test_a_rank_killed_by_a_signal_is_named(sweep, tmp_path):
+    p = sweep("workload=tiny", "workload.epochs=1", "+cluster.env.DDLIO_FAULT=kill@0")
+    assert p.returncode == 1
+    (line,) = [ln for ln in p.stdout.splitlines() if "FAILED" in ln]
+    assert "kernel step failed: killed by SIGKILL" in line, p.stdout
