@@ -157,9 +157,10 @@ def main() -> int:
             print(f"error: {e}", file=sys.stderr)
             return 2
     if driver.get("dry_run"):
+        from analysis.store import store_id
         from experiments.launch import dry_run
 
-        dry_run(specs, print)
+        dry_run(specs, print, store_id(specs[0].db))
         if unrunnable:  # the plan is shown, and so is why it would be refused
             print(f"error: {unrunnable}", file=sys.stderr)
             return 2

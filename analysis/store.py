@@ -300,6 +300,11 @@ class Store:
         upgrade_schema(self.engine)
         self.sweep_id: str | None = None
 
+    @property
+    def store_id(self) -> str:
+        """A short id of this store (see :func:`store_id`): its run folders live under ``data_root/runs/<id>/``."""
+        return _url_id(self.url)
+
     # ------------------------------------------------------------------------------------------- sweeps
     def begin_sweep(self, sweep_id: str, argv: list[str], points: list[dict[str, Any]], skip: set[str]) -> None:
         import socket
@@ -602,6 +607,17 @@ def upgrade_schema(engine: Engine) -> list[str]:
                 conn.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{col.name}" {ddl}'))
                 added.append(f"{table.name}.{col.name}")
     return added
+
+
+def _url_id(url: Any) -> str:
+    return hashlib.sha256(url.render_as_string(hide_password=True).encode()).hexdigest()[:12]
+
+
+def store_id(db: str) -> str:
+    """A short id of the store ``db`` names (12 hex digits of a SHA-256 of its URL, the password left out: no
+    secret enters a path), without opening it. Run folders live under ``data_root/runs/<id>/``, so stores that
+    share a data_root never share a run folder."""
+    return _url_id(make_url(db_url(db)))
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -39,6 +39,9 @@ DAMAGED = "dataset-damaged.txt"
 class Tracker(Protocol):
     """What :func:`launch` needs from the results store."""
 
+    #: a short id of the store: run folders live under ``data_root/runs/<store_id>/`` (see :func:`run_dir_for`)
+    store_id: str
+
     def lookup(self, point_key: str) -> dict[str, Any] | None:
         """The stored state of a point (``status``: claimed, submitted, completed, failed; ``job_id``, ``run_dir``,
         ``pending``, ``attempts``, ``finished_utc``, ``error``, the claim's ``claim_token``, ``claim_host``,
@@ -264,8 +267,12 @@ class Follow:
     seen: tuple[Any, Any]  # (attempts, finished_utc) when first seen: an outcome is new when these changed
 
 
-def run_dir_for(spec: PointSpec) -> Path:
-    return Path(spec.data_root) / "runs" / spec.point_key
+def run_dir_for(spec: PointSpec, store_id: str = "") -> Path:
+    """The point's run folder: ``data_root/runs/<store id>/<point key>``, so that stores (and their sweeps) that
+    share a data_root never share a run folder. Without a store id (stores of older ddlio recorded such run
+    folders, and they keep working): ``data_root/runs/<point key>``."""
+    return Path(spec.data_root) / "runs" / store_id / spec.point_key if store_id else \
+        Path(spec.data_root) / "runs" / spec.point_key
 
 
 def read_record(run_dir: Path) -> dict[str, Any] | None:
@@ -353,11 +360,11 @@ def private_dir(path: Path) -> Path:
     return path
 
 
-def _prepare_run_dir(spec: PointSpec) -> Path:
+def _prepare_run_dir(spec: PointSpec, store_id: str = "") -> Path:
     """Archive the point's previous outcome and write the standalone reproducer."""
     from experiments.slurm import render_sbatch
 
-    rd = run_dir_for(spec)
+    rd = run_dir_for(spec, store_id)
     private_dir(Path(spec.data_root) / "runs")
     rd.mkdir(parents=True, exist_ok=True)
     _archive_outcome(rd)
@@ -390,6 +397,7 @@ class _Driver:
         self.t0 = time.perf_counter()
         self.done = 0
         self.token, self.host, self.pid = uuid.uuid4().hex, socket.gethostname(), os.getpid()
+        self.store_id = str(getattr(tracker, "store_id", "") or "")
         self.last_beat = time.monotonic()
         self.held_reason = ""  # the site limit that refused the held points (Slurm)
         self.live_at_refusal = 0  # jobs live when sbatch last refused: fewer means a slot may have freed
@@ -537,7 +545,7 @@ def _plan(points: Sequence[PointSpec], tracker: Tracker, force: bool, retry_fail
             driver.release(spec)  # another driver measured it between our two looks: its outcome is ours
             driver.adopt(spec, row)
             continue
-        rd = Path((row or {}).get("run_dir") or run_dir_for(spec))
+        rd = Path((row or {}).get("run_dir") or run_dir_for(spec, driver.store_id))
         if row is not None and (row.get("pending") or (status == "submitted" and row.get("job_id"))):
             # a job of ours went out and was not harvested: harvest it or re-attach; never submit it again
             info = _job_info(rd)
@@ -643,7 +651,7 @@ def _run_local(specs: list[PointSpec], attach: list[Pending], driver: _Driver) -
             p.spec.to_dict(), _lost_job_error(p.spec, p.job_id, "EXITED", p.run_dir), run_dir=str(p.run_dir))
         driver.finish(p.spec, record)
     for spec in specs:
-        rd = _prepare_run_dir(spec)
+        rd = _prepare_run_dir(spec, driver.store_id)
         folder = rd / "job"
         # the point keeps its own time limit (run_point); submitit's, a little later, is only a backstop
         executor = submitit.LocalExecutor(folder=folder, max_num_timeout=0)
@@ -716,7 +724,7 @@ def _submit_chunk(group: list[PointSpec], driver: _Driver) -> list[Pending]:
 
     folder = Path(group[0].data_root) / "runs" / "_slurm"
     executor = make_executor(group, folder)
-    dirs = [_prepare_run_dir(s) for s in group]
+    dirs = [_prepare_run_dir(s, driver.store_id) for s in group]
     try:
         with executor.batch():
             jobs = [executor.submit(run_point, s.to_dict(), str(rd)) for s, rd in zip(group, dirs, strict=True)]
@@ -968,7 +976,7 @@ def _round(points: Sequence[PointSpec], force: bool, retry_failed: bool, wait: b
     return _follow(follow, driver)
 
 
-def dry_run(points: Sequence[PointSpec], echo: Callable[[str], None] = print) -> None:
+def dry_run(points: Sequence[PointSpec], echo: Callable[[str], None] = print, store_id: str = "") -> None:
     """Print what :func:`launch` would submit (points, resources, and for Slurm the whole job script sbatch would
     receive) and write nothing."""
     from experiments.slurm import resources
@@ -994,7 +1002,7 @@ def dry_run(points: Sequence[PointSpec], echo: Callable[[str], None] = print) ->
         for spec in group:
             step = spec.cluster["launch"].format(ranks=spec.ranks, nodes=spec.nodes, ppn=spec.ppn)
             echo(f"  - {spec.label}  key {spec.point_key}  [{' '.join(spec.overrides) or 'defaults'}]")
-            echo(f"      kernel: {step} python -m experiments.kernel {run_dir_for(spec)}/kernel.json")
+            echo(f"      kernel: {step} python -m experiments.kernel {run_dir_for(spec, store_id)}/kernel.json")
 
 
 def new_sweep_id() -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import sqlite3
+from pathlib import Path
 
 import pandas as pd
 
@@ -72,7 +73,7 @@ def test_a_failing_point_is_recorded_and_the_sweep_goes_on(sweep, analysis, tmp_
     assert attempts == 2
     assert [h[1] for h in history] == ["completed", "failed"] and current == history[1][0]
     assert history[0][2] > 0 and len(json.loads(history[0][3])["epochs"]) == 2  # the old numbers, kept whole
-    runs = list((tmp_path / "data" / "runs").glob("*/failure.json"))
+    runs = list((tmp_path / "data" / "runs").glob("*/*/failure.json"))
     assert len(runs) == 1 and "checksum mismatch" in json.loads(runs[0].read_text())["error"]
     # the damaged dataset was invalidated: a plain rerun rebuilds it and measures the point
     assert not (ds / "manifest.json").exists() and list(ds.glob("manifest.json.invalid-*"))
@@ -152,7 +153,7 @@ def test_a_late_result_of_a_failed_point_is_stored_not_remeasured(sweep, analysi
     assert p.returncode == 0, p.stdout + p.stderr
     with sqlite3.connect(tmp_path / "r2.db") as c:
         assert c.execute("select status, attempts, error from points").fetchone() == ("completed", 1, None)
-    assert len(list((tmp_path / "data" / "runs" / key).glob("attempts/*"))) == 0  # nothing was resubmitted
+    assert len(list(Path(run_dir).glob("attempts/*"))) == 0  # nothing was resubmitted
 
 
 def test_overrides_that_change_nothing_measure_once(sweep, tmp_path):
@@ -168,3 +169,24 @@ def test_a_rank_killed_by_a_signal_is_named(sweep, tmp_path):
     assert p.returncode == 1
     (line,) = [ln for ln in p.stdout.splitlines() if "FAILED" in ln]
     assert "kernel step failed: killed by SIGKILL" in line, p.stdout
+
+
+def test_two_stores_sharing_a_data_root_keep_their_own_run_folders(sweep, tmp_path):
+    """Run folders live under runs/<store id>/: the same point measured for two stores (one data_root) is two
+    folders, and neither store's rerun touches the other's."""
+    from analysis.store import store_id
+
+    for db in ("a.db", "b.db"):
+        p = sweep("workload=tiny", "workload.epochs=1", f"db={tmp_path / db}")
+        assert p.returncode == 0, p.stdout + p.stderr
+    dirs = {}
+    for db in ("a.db", "b.db"):
+        with sqlite3.connect(tmp_path / db) as c:
+            ((key, run_dir),) = c.execute("select point_key, run_dir from points").fetchall()
+        assert Path(run_dir) == tmp_path / "data" / "runs" / store_id(str(tmp_path / db)) / key
+        dirs[db] = Path(run_dir)
+    assert dirs["a.db"] != dirs["b.db"] and store_id(str(tmp_path / "a.db")) != store_id(str(tmp_path / "b.db"))
+    assert store_id("postgresql://me:secret@db/x") == store_id("postgresql://me:other@db/x")  # no password in it
+    p = sweep("workload=tiny", "workload.epochs=1", f"db={tmp_path / 'b.db'}", "force=true")
+    assert p.returncode == 0
+    assert not (dirs["a.db"] / "attempts").exists() and (dirs["b.db"] / "attempts" / "000").is_dir()
