@@ -15,9 +15,10 @@ from analysis.where import Filter
 SUMMARY_COLUMNS = [
     "point_key", "status", "label", "format", "access", "stripe_count", "stripe_size", "nodes", "ppn", "ranks",
     "hosts", "repeat", "workload", "samples", "sample_size", "epochs", "bytes_read", "bytes_planned",
+    "posix_reads", "posix_bytes_read", "amplification",
     "io_time_slowest_s", "bandwidth_mib_s", "iops", "wall_time_s", "samples_per_s", "au", "lat_p50_us",
     "lat_p99_us", "cache", "first_read", "overlapping", "fs_type", "job_id", "job_state", "error", "finished_utc",
-    "measurement_id",
+    "measurement_id", "source",
 ]
 
 
@@ -62,6 +63,7 @@ def epochs_frame(store: Store) -> pd.DataFrame:
 def summary_frame(store: Store) -> pd.DataFrame:
     """The ``summary`` table: one row per point, :data:`SUMMARY_COLUMNS` in order."""
     df = points_frame(store)
+    df["source"] = df["source"].fillna("ddlio")  # stores older than the column hold only ddlio's own points
     return df.reindex(columns=SUMMARY_COLUMNS).reset_index(drop=True)
 
 
@@ -75,7 +77,7 @@ CONFIG_COLUMNS = [
 #: Whole-run figures the analysis uses (bytes/s as MiB/s, ops/s, seconds, µs, 0..1).
 METRIC_COLUMNS = [
     "bandwidth_mib_s", "iops", "io_time_slowest_s", "wall_time_s", "samples_per_s", "au", "lat_p50_us",
-    "lat_p90_us", "lat_p99_us",
+    "lat_p90_us", "lat_p99_us", "posix_reads", "posix_bytes_read", "amplification",
 ]
 _ANALYSIS_EXTRA = ["point_key", "label", "status", "repeat", "cache", "overlapping", "fs_type", "striping_applicable",
                    "run_dir", "first_read", "env_id", "measurement_id"]

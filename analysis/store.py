@@ -168,6 +168,16 @@ class Point(Base):
     layout: Mapped[dict | None] = mapped_column(JSON)
     mpi_library: Mapped[str | None] = mapped_column(String(255))
     env_id: Mapped[str | None] = mapped_column(ForeignKey("environments.id"))
+    # --- the file-system layer (read calls the ranks issued, see experiments.posix; NULL in older stores):
+    # calls, bytes they returned, the slowest rank's time in them (s), calls per Darshan POSIX_SIZE_READ_* bin,
+    # and amplification = posix_bytes_read / bytes_read
+    posix_reads: Mapped[int | None] = mapped_column(BigInteger)
+    posix_bytes_read: Mapped[int | None] = mapped_column(BigInteger)
+    posix_read_time_s: Mapped[float | None] = mapped_column(Float)
+    posix_size_hist: Mapped[list | None] = mapped_column(JSON)
+    amplification: Mapped[float | None] = mapped_column(Float)
+    # where the measurement comes from: ddlio (a point of a sweep; NULL in older stores) | darshan (an imported log)
+    source: Mapped[str | None] = mapped_column(String(16))
     result: Mapped[dict | None] = mapped_column(JSON)
 
     epoch_rows: Mapped[list[Epoch]] = relationship(back_populates="point", cascade="all, delete-orphan")
@@ -208,6 +218,11 @@ class Epoch(Base):
     flush_mib_s: Mapped[float | None] = mapped_column(Float)
     hist: Mapped[list] = mapped_column(JSON)
     rank_rows: Mapped[list] = mapped_column(JSON)
+    posix_reads: Mapped[int | None] = mapped_column(BigInteger)
+    posix_bytes_read: Mapped[int | None] = mapped_column(BigInteger)
+    posix_read_time_s: Mapped[float | None] = mapped_column(Float)
+    posix_size_hist: Mapped[list | None] = mapped_column(JSON)
+    amplification: Mapped[float | None] = mapped_column(Float)
 
     point: Mapped[Point] = relationship(back_populates="epoch_rows")
 
@@ -248,12 +263,14 @@ _CONFIG_COLUMNS = {
 }
 _TOTAL_COLUMNS = ("bytes_read", "bytes_planned", "os_read_bytes", "io_time_slowest_s", "bandwidth_mib_s", "iops",
                   "wall_time_s", "samples_per_s", "au", "lat_p50_us", "lat_p90_us", "lat_p99_us", "cache",
-                  "max_rss_kib")
+                  "max_rss_kib", "posix_reads", "posix_bytes_read", "posix_read_time_s", "posix_size_hist",
+                  "amplification")
 _EPOCH_COLUMNS = ("samples", "bytes_read", "bytes_planned", "read_ops", "meta_ops", "os_read_bytes",
                   "io_time_slowest_s", "io_time_mean_s", "bandwidth_mib_s", "iops", "wall_time_s", "compute_time_s",
                   "samples_per_s",
                   "au", "lat_p50_us", "lat_p90_us", "lat_p99_us", "cache", "residency_before", "residency_after",
-                  "cache_note", "first_read", "since_generation_s", "flush_mib_s")
+                  "cache_note", "first_read", "since_generation_s", "flush_mib_s", "posix_reads", "posix_bytes_read",
+                  "posix_read_time_s", "posix_size_hist", "amplification")
 
 
 def _label(p: dict[str, Any]) -> str:
@@ -416,6 +433,7 @@ class Store:
             if key is not None:
                 setattr(row, col, p[key])
         row.label = _label(p)
+        row.source = "ddlio"
         row.cluster = str(p.get("cluster", {}).get("name", "local"))
         row.config = p
         return row

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import calendar
 import contextlib
+import functools
 import json
 import os
 import resource
@@ -29,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from experiments import cache as pagecache
+from experiments import posix
 from experiments.dataset import DatasetPlan, data_files, even_split, load_manifest, write_json_atomic
 from experiments.errors import FormatError, KernelError
 from experiments.formats import get_format
@@ -101,9 +103,10 @@ def compute_times(point: dict[str, Any], epoch: int, rank: int, batches: int) ->
 
 class Lane:
     """One reading context — the training loop itself, or one reader thread: its own open files and its own
-    preallocated buffer, reused for every read."""
+    preallocated buffer, reused for every read. With the file-system layer on, the lane reads its thread's I/O
+    counters (/proc/thread-self/io) before and after every sample (see :mod:`experiments.posix`)."""
 
-    def __init__(self, fmt: Any, paths: list[str], buf_bytes: int, trace: bool) -> None:
+    def __init__(self, fmt: Any, paths: list[str], buf_bytes: int, trace: bool, fs_layer: bool = False) -> None:
         self.fmt, self.paths = fmt, paths
         self.buf = np.empty(max(1, buf_bytes), dtype=np.uint8)
         self.readers: dict[int, Any] = {}
@@ -111,6 +114,12 @@ class Lane:
         self.opens = 0
         self.trace = trace
         self.meta_events: list[tuple[int, int, int, str]] = []  # (start ns, duration ns, file, op)
+        self.fs_layer = fs_layer
+        self.io_fd = -1  # this lane's thread's /proc/thread-self/io, opened by the thread on its first read
+        # per read_range call: (first sample, counter texts around each sample and open, which texts end an open)
+        self.snaps: list[tuple[int, list[bytes], list[int]]] = []
+        self._texts: list[bytes] | None = None
+        self._opens: list[int] = []
 
     def reader_of(self, f: int) -> Any:
         """The open reader of file ``f``, opening it (a timed metadata op) on first use."""
@@ -123,16 +132,28 @@ class Lane:
             self.opens += 1
             if self.trace:
                 self.meta_events.append((t, dt, f, "open"))
+            if self._texts is not None:  # the open's own reads (headers, indexes) apart from the sample's
+                self._texts.append(os.pread(self.io_fd, 512, 0))
+                self._opens.append(len(self._texts) - 1)
         return r
 
     def read_range(self, k0: int, k1: int, ep: EpochArrays) -> int:
         """Read samples k0..k1-1 of the epoch's order; returns the bytes the reads returned."""
         # the hot loops: locals only, bound methods, Python lists (no numpy scalars), one read call per sample;
-        # the lean one when nothing but latency is kept
+        # the lean one when nothing but latency (and the thread's I/O counters) is kept
         perf = time.perf_counter_ns
         buf, fo, lo, lat, start = self.buf, ep.fo, ep.lo, ep.lat, ep.start
         nbytes = 0
         last_f, read = -1, None
+        if self.fs_layer:
+            if self.io_fd < 0:
+                self.io_fd = os.open("/proc/thread-self/io", os.O_RDONLY)
+            snap: Any = functools.partial(os.pread, self.io_fd, 512, 0)
+            self._texts, self._opens = [snap()], []
+            self.snaps.append((k0, self._texts, self._opens))
+            keep = self._texts.append
+        else:
+            snap, keep = bytes, id
         if not start:
             for k in range(k0, k1):
                 f = fo[k]
@@ -141,6 +162,7 @@ class Lane:
                 t = perf()
                 nbytes += read(lo[k], buf)
                 lat[k] = perf() - t
+                keep(snap())
             return nbytes
         size = ep.size
         for k in range(k0, k1):
@@ -150,11 +172,17 @@ class Lane:
             t = perf()
             n = read(lo[k], buf)
             lat[k] = perf() - t
+            keep(snap())
             start[k] = t
             nbytes += n
             if size:
                 size[k] = n
         return nbytes
+
+    def take_snaps(self) -> list[tuple[int, list[bytes], list[int]]]:
+        """The counter texts of the epoch so far, handed over and forgotten."""
+        out, self.snaps, self._texts = self.snaps, [], None
+        return out
 
     def record_offsets(self, ep: EpochArrays) -> None:
         """For the access log: the file offset of every read, asked of the readers after the epoch (not in
@@ -202,15 +230,6 @@ def busy_ns(start: np.ndarray, dur: np.ndarray) -> int:
     reach = np.maximum.accumulate(e)  # the furthest end among reads started so far
     prev = np.concatenate(([s[0]], reach[:-1]))
     return int(np.maximum(0, e - np.maximum(s, prev)).sum())  # each read adds only what extends the union
-
-
-def read_proc_io() -> dict[str, int]:
-    """This process's I/O counters from /proc/self/io (``rchar``, ``read_bytes``...), or {} where unavailable."""
-    try:
-        text = Path("/proc/self/io").read_text()
-    except OSError:
-        return {}
-    return {k: int(v) for k, v in (line.split(": ") for line in text.splitlines())}
 
 
 def _prepare_cache(policy: str, epoch: int, files: list[Path], leader: bool,
@@ -365,129 +384,142 @@ def _write_trace(path: Path, rows: list[tuple]) -> None:
     os.replace(tmp, path)
 
 
-def run(spec: dict[str, Any]) -> dict[str, Any] | None:
-    """Run the kernel on this rank; rank 0 returns the result record, the others None."""
-    from mpi4py import MPI
+class Kernel:
+    """One rank's run of the kernel, in the order it happens: :meth:`__init__` sets up (MPI, plan, format, lanes,
+    the priming read, a common time base); for every epoch :meth:`prepare_epoch` puts the page cache in the state
+    the point asks for and :meth:`measure_epoch` times the reads; :meth:`result` checks the plan and assembles the
+    result record (rank 0)."""
 
-    comm = MPI.COMM_WORLD
-    rank, nranks = comm.rank, comm.size
-    point, plan = spec["point"], DatasetPlan.from_dict(spec["plan"])
-    if nranks != point["ranks"]:
-        raise KernelError(f"the kernel runs on {nranks} ranks but the point asks for {point['ranks']}")
-    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
-    node_comm = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    leader = node_comm.rank == 0
-    fmt = get_format(plan.format, **plan.format_options)
-    record = plan.record_bytes()
-    files = data_files(plan)
-    paths = [plan.file_path(f) for f in range(plan.num_files)]
+    def __init__(self, spec: dict[str, Any]) -> None:
+        from mpi4py import MPI
 
-    batch, policy = point["batch_size"], point["cache"]
-    tf = None
-    if point.get("reader", "native") == "tf":
-        from experiments import tfdata
+        self.MPI = MPI
+        self.spec = spec
+        self.comm = comm = MPI.COMM_WORLD
+        self.rank, self.nranks = comm.rank, comm.size
+        self.point, self.plan = point, plan = spec["point"], DatasetPlan.from_dict(spec["plan"])
+        if self.nranks != point["ranks"]:
+            raise KernelError(f"the kernel runs on {self.nranks} ranks but the point asks for {point['ranks']}")
+        self.node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+        node_comm = comm.Split_type(MPI.COMM_TYPE_SHARED)
+        self.leader = node_comm.rank == 0
+        self.fmt = fmt = get_format(plan.format, **plan.format_options)
+        self.record = plan.record_bytes()
+        self.files = data_files(plan)
+        self.paths = paths = [plan.file_path(f) for f in range(plan.num_files)]
 
-        tf = tfdata.import_tf()
-    threads, prefetch = int(point.get("read_threads", 0)), int(point.get("prefetch", 2))
-    trace = bool(point.get("trace", False))
-    guard_s = float(point["cluster"].get("hang_timeout_s", 600))
-    fault = _fault(point, rank)
-    started, started_unix = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.time()
-    # one preallocated buffer per lane, as large as the dataset's largest record, reused for every read
-    lanes = [Lane(fmt, paths, int(record.max()), trace) for _ in range(max(1, threads))]
-    pool = None
-    if threads:
-        import threading
-        from concurrent.futures import ThreadPoolExecutor
+        self.batch, self.policy = point["batch_size"], point["cache"]
+        self.tf: Any = None
+        if point.get("reader", "native") == "tf":
+            from experiments import tfdata
 
-        local = threading.local()
-        counter = iter(range(threads))
-        lock = threading.Lock()
+            self.tf = tfdata.import_tf()
+        self.threads, self.prefetch = int(point.get("read_threads", 0)), int(point.get("prefetch", 2))
+        self.trace = bool(point.get("trace", False))
+        self.guard_s = float(point["cluster"].get("hang_timeout_s", 600))
+        self.fault = _fault(point, self.rank)
+        self.started, self.started_unix = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.time()
+        # the file-system layer: this process's I/O counters around each epoch, each thread's around each sample
+        self.fs_layer = posix.available()
+        self.proc_io = posix.IOCounter("/proc/self/io") if self.fs_layer else None
+        # one preallocated buffer per lane, as large as the dataset's largest record, reused for every read
+        self.lanes = [Lane(fmt, paths, int(self.record.max()), self.trace, self.fs_layer)
+                      for _ in range(max(1, self.threads))]
+        self.pool: Any = None
+        self.local: Any = None
+        if self.threads:
+            import threading
+            from concurrent.futures import ThreadPoolExecutor
 
-        def _bind() -> None:
-            with lock:
-                local.lane = lanes[next(counter)]
+            self.local = local = threading.local()
+            counter = iter(range(self.threads))
+            lock = threading.Lock()
 
-        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ddlio-reader", initializer=_bind)
-    # run the format's read path once before anything is measured, so the libraries it loads lazily (h5py's
-    # modules, Pillow's codecs) are not read from storage inside an epoch; eviction comes after this
-    if tf is None and plan.samples:
-        with fmt.open(paths[0]) as r:
-            if r.num_samples:
-                r.read(0, lanes[0].buf)
-        pagecache.evict([paths[0], *fmt.sidecars(paths[0])])  # and leave no trace of it in the page cache
-    # below the client: settle a fresh dataset (cold), or make sure the flush file exists (storage_cold)
-    where = _below_client(plan) if rank == 0 else None
-    settle = _settle(point, where, files) if rank == 0 else None
-    flush = flush_path(point)
-    if flush is not None and rank == 0:
-        pagecache.ensure_flush_file(*flush)
-    # a common time base for access logs: wall-clock ns of rank 0 at the start, mapped from each rank's perf clock
-    guarded_barrier(comm, guard_s, "the start")
-    perf0, wall0 = time.perf_counter_ns(), time.time_ns()
-    t0_wall = comm.bcast(wall0, root=0)
-    trace_rows: list[tuple] = []
+            def _bind() -> None:
+                with lock:
+                    local.lane = self.lanes[next(counter)]
 
-    epochs: list[list[RankEpoch]] = []
-    cache_rows: list[dict[str, Any]] = []
-    planned: list[int] = []
-    for epoch in range(point["epochs"]):
-        ids = epoch_ids(plan, point, epoch, nranks, rank)
-        ep = EpochArrays(plan, ids, trace, starts_needed=threads > 0)
-        nb = -(-len(ids) // batch)
-        compute = compute_times(point, epoch, rank, nb).tolist()
-        report = _prepare_cache(policy, epoch, files, leader, flush)
-        reports = [r for r in comm.allgather(report) if r is not None]
-        state, before, after, note = _cache_state(policy, reports)
-        cache_rows.append({"cache": state, "residency_before": before, "residency_after": after, "cache_note": note,
-                           **_flush_figures(reports), **(_read_history(where) if rank == 0 else {})})
-        for lane in lanes:
+            self.pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="ddlio-reader",
+                                           initializer=_bind)
+        self._prime()
+        # below the client: settle a fresh dataset (cold), or make sure the flush file exists (storage_cold)
+        self.where = _below_client(plan) if self.rank == 0 else None
+        self.settle = _settle(point, self.where, self.files) if self.rank == 0 else None
+        self.flush = flush_path(point)
+        if self.flush is not None and self.rank == 0:
+            pagecache.ensure_flush_file(*self.flush)
+        # a common time base for access logs: wall-clock ns of rank 0 at the start, mapped from each rank's perf clock
+        guarded_barrier(comm, self.guard_s, "the start")
+        self.perf0, self.wall0 = time.perf_counter_ns(), time.time_ns()
+        self.t0_wall = comm.bcast(self.wall0, root=0)
+        self.trace_rows: list[tuple] = []
+        self.epochs: list[list[RankEpoch]] = []
+        self.cache_rows: list[dict[str, Any]] = []
+        self.planned: list[int] = []
+
+    def _prime(self) -> None:
+        """Run the format's read path once before anything is measured, so the libraries it loads lazily (h5py's
+        modules, Pillow's codecs) are not read from storage inside an epoch; eviction comes after this."""
+        plan, paths = self.plan, self.paths
+        if self.tf is None and plan.samples:
+            with self.fmt.open(paths[0]) as r:
+                if r.num_samples:
+                    r.read(0, self.lanes[0].buf)
+            pagecache.evict([paths[0], *self.fmt.sidecars(paths[0])])  # and leave no trace of it in the page cache
+
+    def prepare_epoch(self, epoch: int) -> None:
+        """Before ``epoch`` is timed: the page cache as the policy asks (node leaders evict or warm and measure
+        residency), the epoch's cache label agreed on every rank, and every rank at the starting line."""
+        report = _prepare_cache(self.policy, epoch, self.files, self.leader, self.flush)
+        reports = [r for r in self.comm.allgather(report) if r is not None]
+        state, before, after, note = _cache_state(self.policy, reports)
+        self.cache_rows.append(
+            {"cache": state, "residency_before": before, "residency_after": after, "cache_note": note,
+             **_flush_figures(reports), **(_read_history(self.where) if self.rank == 0 else {})})
+        for lane in self.lanes:
             lane.meta_ns = lane.opens = 0
             lane.meta_events = []
-        guarded_barrier(comm, guard_s, f"the start of epoch {epoch}")
+        guarded_barrier(self.comm, self.guard_s, f"the start of epoch {epoch}")
 
-        m = RankEpoch(rank, node, epoch)
+    def measure_epoch(self, epoch: int) -> None:
+        """One timed epoch on this rank: read its share in batches (with the emulated compute), close the files,
+        then fill one :class:`RankEpoch` (application and file-system layers) and gather them on rank 0."""
+        point, plan, batch, lanes = self.point, self.plan, self.batch, self.lanes
+        ids = epoch_ids(plan, point, epoch, self.nranks, self.rank)
+        ep = EpochArrays(plan, ids, self.trace, starts_needed=self.threads > 0)
+        nb = -(-len(ids) // batch)
+        compute = compute_times(point, epoch, self.rank, nb).tolist()
+        m = RankEpoch(self.rank, self.node, epoch)
         perf = time.perf_counter_ns
-        io0 = read_proc_io()
+        io0 = self.proc_io.snap() if self.proc_io else b""
         t_epoch = perf()
         nbytes = 0
         wait_ns = 0
         tf_out: dict[str, Any] | None = None
-        if tf is not None:
-            tf_out = tfdata.run_epoch(tf, plan, point, epoch, nranks, rank, ids, lanes[0], compute)
+        if self.tf is not None:
+            from experiments import tfdata
+
+            tf_out = tfdata.run_epoch(self.tf, plan, point, epoch, self.nranks, self.rank, ids, lanes[0], compute)
             nbytes, wait_ns, m.compute_time_s = tf_out["bytes"], tf_out["wait_ns"], tf_out["compute_s"]
         else:
-            if pool is None:  # the training loop reads each batch itself
-                def fetch(b: int, ep: EpochArrays = ep, n: int = len(ids)) -> int:
-                    return lanes[0].read_range(b * batch, min((b + 1) * batch, n), ep)
-            else:  # reader threads keep up to `prefetch` batches in flight ahead of the loop
-                def task(b: int, ep: EpochArrays = ep, n: int = len(ids)) -> int:
-                    return local.lane.read_range(b * batch, min((b + 1) * batch, n), ep)
-
-                futures: dict[int, Any] = {}
-
-                def fetch(b: int, nb: int = nb, futures: dict[int, Any] = futures) -> int:
-                    for ahead in range(b, min(nb, b + 1 + prefetch)):  # b, and `prefetch` batches ahead of it
-                        if ahead not in futures:
-                            futures[ahead] = pool.submit(task, ahead)
-                    return futures.pop(b).result()
-
+            fetch = self._fetcher(ep, len(ids), nb)
+            fault = self.fault
             for b in range(nb):
                 t = perf()
                 nbytes += fetch(b)
                 wait_ns += perf() - t
                 if fault and epoch == 0:
-                    _inject(fault, rank)
+                    _inject(fault, self.rank)
                 if compute[b] > 0:
                     t = perf()
                     time.sleep(compute[b])
                     m.compute_time_s += (perf() - t) / 1e9
         for lane in lanes:  # every batch's reads have returned: log offsets, close the files each lane opened
-            if trace:
+            if self.trace:
                 lane.record_offsets(ep)
             lane.close_all()
         m.wall_time_s = (perf() - t_epoch) / 1e9
-        m.os_read_bytes = read_proc_io().get("read_bytes", 0) - io0.get("read_bytes", 0)
+        io1 = self.proc_io.snap() if self.proc_io else b""
         m.samples = len(ids) if tf_out is None else tf_out["samples"]
         m.bytes_read = nbytes
         m.read_ops = m.samples
@@ -497,94 +529,170 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
         lat = np.asarray(ep.lat if tf_out is None else tf_out["lat"], dtype=np.int64)
         if tf_out is not None:  # tf.data overlaps its reads with everything: its I/O time is the epoch's wall
             m.read_time_s = m.wall_time_s
-        elif threads:  # overlapping reads of the reader threads count once, as Darshan counts them
+        elif self.threads:  # overlapping reads of the reader threads count once, as Darshan counts them
             m.read_time_s = busy_ns(np.asarray(ep.start, dtype=np.int64), lat) / 1e9
         else:
             m.read_time_s = float(lat.sum()) / 1e9
         m.meta_time_s = sum(lane.meta_ns for lane in lanes) / 1e9
         m.wait_time_s = wait_ns / 1e9
         m.hist = histogram(lat).tolist()
-        planned.append(int(record[ids].sum()) if tf_out is None else tf_out["planned"])
-        if trace:
-            to_s = (wall0 - t0_wall - perf0) / 1e9
-            names = [os.path.basename(p) for p in paths]
-            for k in range(len(ids)):
-                trace_rows.append((rank, epoch, "read", names[ep.fo[k]], int(ep.offset[k]), int(ep.size[k]),
-                                   ep.start[k] / 1e9 + to_s, ep.lat[k] / 1e9))
-            for lane in lanes:
-                for t, dt, f, op in lane.meta_events:
-                    trace_rows.append((rank, epoch, op, names[f], -1, 0, t / 1e9 + to_s, dt / 1e9))
-        guarded_barrier(comm, guard_s, f"the end of epoch {epoch}")
-        gathered = comm.gather(m, root=0)
-        if rank == 0:
-            epochs.append(gathered)
-    if pool is not None:
-        pool.shutdown()
-    if trace:
-        res = Path(spec["result_path"])  # a rerun with --result logs beside the original's logs, not over them
-        _write_trace(res.parent / f"trace-{spec.get('trace_prefix', '')}rank{rank:05d}.csv", trace_rows)
+        self._file_system_layer(m, io0, io1, ep, per_sample=tf_out is None)
+        self.planned.append(int(self.record[ids].sum()) if tf_out is None else tf_out["planned"])
+        if self.trace:
+            self._log_epoch(epoch, ids, ep)
+        guarded_barrier(self.comm, self.guard_s, f"the end of epoch {epoch}")
+        gathered = self.comm.gather(m, root=0)
+        if self.rank == 0:
+            self.epochs.append(gathered)
 
-    own = {
-        "rank": rank,
-        "node": node,
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "max_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-    }
-    ranks_info = comm.gather(own, root=0)
-    all_planned = comm.gather(planned, root=0)
-    if rank != 0:
-        return None
+    def _fetcher(self, ep: EpochArrays, n: int, nb: int) -> Any:
+        """``fetch(b)``: batch b's reads, returning their bytes; done by the training loop itself, or by reader
+        threads that keep up to ``prefetch`` batches in flight ahead of the loop."""
+        batch, lanes, pool, local = self.batch, self.lanes, self.pool, self.local
+        if pool is None:
+            def fetch(b: int) -> int:
+                return lanes[0].read_range(b * batch, min((b + 1) * batch, n), ep)
 
-    # the plan: every rank's planned bytes per epoch (record sizes measured at generation, for the ids it was
-    # given), and the number of samples the epoch must cover in total
-    sizes = share_sizes(plan, point, nranks)
-    keep = min(sizes) // batch * batch if point.get("drop_last") else None
-    want_samples = nranks * keep if keep is not None else plan.samples
-    if tf is not None and keep is not None:
-        want_samples = None  # tf.data drops each rank's own remainder
+            return fetch
 
-    planned_per_epoch = [sum(p[e] for p in all_planned) for e in range(len(epochs))]
-    epoch_rows = []
-    for e, (ranks_e, cache_row) in enumerate(zip(epochs, cache_rows, strict=True)):
-        planned_e = planned_per_epoch[e]
-        agg = aggregate(ranks_e)
-        agg.update(cache_row, epoch=e, bytes_planned=planned_e, ranks=[r.to_dict() for r in ranks_e])
-        slack = tfdata.TF_OTHER_READS_MAX * nranks if tf is not None and plan.format == "tfrecord" else 0
-        if not planned_e <= agg["bytes_read"] <= planned_e + slack or want_samples not in (None, agg["samples"]):
-            raise KernelError(
-                f"epoch {e}: the reads returned {agg['bytes_read']} bytes for {agg['samples']} samples, the plan is "
-                f"{planned_e} bytes for {want_samples} samples: the measurement is not trustworthy"
-            )
-        epoch_rows.append(agg)
-    total = aggregate_run(epochs)
-    states = {row["cache"] for row in cache_rows}
-    total.update(
-        bytes_planned=sum(planned_per_epoch),
-        cache=states.pop() if len(states) == 1 else "mixed",
-        max_rss_kib=max(r["max_rss_kib"] for r in ranks_info),
-    )
-    nodes = sorted({r["node"] for r in ranks_info})
-    return {
-        "kind": "ddlio.result",
-        "version": 1,
-        "result_id": uuid.uuid4().hex,
-        "point_key": point["point_key"],
-        "dataset_key": plan.key,
-        "ranks": nranks,
-        "nodes": nodes,
-        "hosts": sorted({r["host"] for r in ranks_info}),
-        "rank_info": ranks_info,
-        "mpi_library": MPI.Get_library_version().strip().splitlines()[0],
-        "mpi_vendor": "{} {}".format(MPI.get_vendor()[0], ".".join(map(str, MPI.get_vendor()[1]))),
-        "totals": total,
-        "epochs": epoch_rows,
-        "settle": settle,
-        "started_utc": started,
-        "started_unix": started_unix,  # seconds since the epoch: the measurement's own span, for overlap counting
-        "finished_unix": time.time(),
-        "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
+        def task(b: int) -> int:
+            return local.lane.read_range(b * batch, min((b + 1) * batch, n), ep)
+
+        futures: dict[int, Any] = {}
+
+        def fetch_ahead(b: int) -> int:
+            for ahead in range(b, min(nb, b + 1 + self.prefetch)):  # b, and `prefetch` batches ahead of it
+                if ahead not in futures:
+                    futures[ahead] = pool.submit(task, ahead)
+            return futures.pop(b).result()
+
+        return fetch_ahead
+
+    def _file_system_layer(self, m: RankEpoch, io0: bytes, io1: bytes, ep: EpochArrays, per_sample: bool) -> None:
+        """The epoch's read calls (the process's counters, less every counter read of the epoch) and, where each
+        sample was bracketed by its thread's counters, their size histogram and time (see :mod:`experiments.posix`)."""
+        snaps = [s for lane in self.lanes for s in lane.take_snaps()]
+        if not io0:
+            return
+        c0, b0, r0 = posix.parse_all(io0)
+        c1, b1, r1 = posix.parse_all(io1)
+        m.os_read_bytes = r1 - r0
+        own_calls = 1 + sum(len(texts) for _, texts, _ in snaps)
+        own_bytes = len(io0) + sum(len(t) for _, texts, _ in snaps for t in texts)
+        m.posix_reads = c1 - c0 - own_calls
+        m.posix_bytes_read = b1 - b0 - own_bytes
+        if not per_sample:
+            return
+        h = posix.SizeHistogram.empty()
+        for k0, texts, opens in snaps:
+            k = k0
+            for j, (calls, nbytes) in enumerate(posix.sample_deltas(texts)):
+                if j + 1 in opens:  # a file's open: its reads count, its time is metadata time
+                    h.add_sample(calls, nbytes, 0)
+                else:
+                    h.add_sample(calls, nbytes, ep.lat[k])
+                    k += 1
+        m.posix_size_hist = h.counts
+        m.posix_size_approx = h.approx
+        m.posix_read_time_s = h.time_ns / 1e9
+
+    def _log_epoch(self, epoch: int, ids: np.ndarray, ep: EpochArrays) -> None:
+        to_s = (self.wall0 - self.t0_wall - self.perf0) / 1e9
+        names = [os.path.basename(p) for p in self.paths]
+        for k in range(len(ids)):
+            self.trace_rows.append((self.rank, epoch, "read", names[ep.fo[k]], int(ep.offset[k]), int(ep.size[k]),
+                                    ep.start[k] / 1e9 + to_s, ep.lat[k] / 1e9))
+        for lane in self.lanes:
+            for t, dt, f, op in lane.meta_events:
+                self.trace_rows.append((self.rank, epoch, op, names[f], -1, 0, t / 1e9 + to_s, dt / 1e9))
+
+    def result(self) -> dict[str, Any] | None:
+        """After the last epoch: write this rank's access log, gather what rank 0 needs; on rank 0, check every
+        epoch's bytes against the plan and return the result record (the others return None)."""
+        if self.pool is not None:
+            self.pool.shutdown()
+        if self.trace:
+            res = Path(self.spec["result_path"])  # a rerun with --result logs beside the original's, not over them
+            _write_trace(res.parent / f"trace-{self.spec.get('trace_prefix', '')}rank{self.rank:05d}.csv",
+                         self.trace_rows)
+        own = {
+            "rank": self.rank,
+            "node": self.node,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "max_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        }
+        ranks_info = self.comm.gather(own, root=0)
+        all_planned = self.comm.gather(self.planned, root=0)
+        if self.rank != 0:
+            return None
+        return self._assemble(ranks_info, all_planned)
+
+    def _assemble(self, ranks_info: list[dict[str, Any]], all_planned: list[list[int]]) -> dict[str, Any]:
+        point, plan, nranks, batch, tf, MPI = self.point, self.plan, self.nranks, self.batch, self.tf, self.MPI
+        epochs, cache_rows = self.epochs, self.cache_rows
+        # the plan: every rank's planned bytes per epoch (record sizes measured at generation, for the ids it was
+        # given), and the number of samples the epoch must cover in total
+        sizes = share_sizes(plan, point, nranks)
+        keep = min(sizes) // batch * batch if point.get("drop_last") else None
+        want_samples = nranks * keep if keep is not None else plan.samples
+        if tf is not None and keep is not None:
+            want_samples = None  # tf.data drops each rank's own remainder
+
+        planned_per_epoch = [sum(p[e] for p in all_planned) for e in range(len(epochs))]
+        epoch_rows = []
+        for e, (ranks_e, cache_row) in enumerate(zip(epochs, cache_rows, strict=True)):
+            planned_e = planned_per_epoch[e]
+            agg = aggregate(ranks_e)
+            agg.update(cache_row, epoch=e, bytes_planned=planned_e, ranks=[r.to_dict() for r in ranks_e])
+            slack = 0
+            if tf is not None and plan.format == "tfrecord":
+                from experiments import tfdata
+
+                slack = tfdata.TF_OTHER_READS_MAX * nranks
+            if not planned_e <= agg["bytes_read"] <= planned_e + slack or want_samples not in (None, agg["samples"]):
+                raise KernelError(
+                    f"epoch {e}: the reads returned {agg['bytes_read']} bytes for {agg['samples']} samples, the plan "
+                    f"is {planned_e} bytes for {want_samples} samples: the measurement is not trustworthy"
+                )
+            epoch_rows.append(agg)
+        total = aggregate_run(epochs)
+        states = {row["cache"] for row in cache_rows}
+        total.update(
+            bytes_planned=sum(planned_per_epoch),
+            cache=states.pop() if len(states) == 1 else "mixed",
+            max_rss_kib=max(r["max_rss_kib"] for r in ranks_info),
+        )
+        nodes = sorted({r["node"] for r in ranks_info})
+        return {
+            "kind": "ddlio.result",
+            "version": 1,
+            "result_id": uuid.uuid4().hex,
+            "point_key": point["point_key"],
+            "dataset_key": plan.key,
+            "ranks": nranks,
+            "nodes": nodes,
+            "hosts": sorted({r["host"] for r in ranks_info}),
+            "rank_info": ranks_info,
+            "mpi_library": MPI.Get_library_version().strip().splitlines()[0],
+            "mpi_vendor": "{} {}".format(MPI.get_vendor()[0], ".".join(map(str, MPI.get_vendor()[1]))),
+            "totals": total,
+            "epochs": epoch_rows,
+            "settle": self.settle,
+            "started_utc": self.started,
+            "started_unix": self.started_unix,  # seconds since the epoch: the measurement's span, for overlaps
+            "finished_unix": time.time(),
+            "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+
+
+def run(spec: dict[str, Any]) -> dict[str, Any] | None:
+    """Run the kernel on this rank; rank 0 returns the result record, the others None."""
+    k = Kernel(spec)
+    for epoch in range(k.point["epochs"]):
+        k.prepare_epoch(epoch)
+        k.measure_epoch(epoch)
+    return k.result()
 
 
 def main(argv: list[str]) -> int:

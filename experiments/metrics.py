@@ -15,6 +15,18 @@ Across ranks, as Darshan aggregates (:func:`aggregate`):
 - ``os_read_bytes``: bytes the ranks' reads fetched from storage (/proc/self/io ``read_bytes``), an independent
   check of cache state: near ``bytes_read`` (or above, with read-ahead) when cold, 0 when served from memory.
 
+The file-system layer (what the format's library asked the file system for; see :mod:`experiments.posix`):
+
+- ``posix_reads``: read calls the ranks issued in the epoch (Darshan's POSIX_READS, summed over ranks);
+- ``posix_bytes_read``: bytes those calls returned (Darshan's POSIX_BYTES_READ), bytes;
+- ``posix_read_time_s``: the slowest rank's time in the samples whose reads reached the file system, seconds
+  (an upper bound of POSIX_F_READ_TIME; None with ``reader=tf``);
+- ``posix_size_hist``: read calls per Darshan POSIX_SIZE_READ_* bin (0_100 ... 1G_PLUS), summed over ranks;
+- ``amplification`` = posix_bytes_read / bytes_read: 1 when the file system served exactly what the reader
+  returned, above 1 when the library read more (HDF5's sieve buffer, zip headers, indexes).
+
+Each is None where the layer could not be measured (no /proc I/O accounting).
+
 The histogram has fixed log-spaced buckets (4 per power of two, from 1 ns to ~1100 s), so merging across ranks
 and epochs is an exact element-wise sum; a percentile is reported as its bucket's geometric midpoint (within ±9%).
 """
@@ -74,6 +86,13 @@ class RankEpoch:
     #: seconds the training loop waited for its batches (all of the read time without reader threads)
     wait_time_s: float = 0.0
     hist: list[int] = field(default_factory=list)
+    #: the file-system layer (None where not measured): read calls, bytes they returned, and their time (s)
+    posix_reads: int | None = None
+    posix_bytes_read: int | None = None
+    posix_read_time_s: float | None = None
+    #: read calls per Darshan POSIX_SIZE_READ_* bin; how many of them were binned by their sample's mean size
+    posix_size_hist: list[int] | None = None
+    posix_size_approx: int | None = None
 
     @property
     def io_time_s(self) -> float:
@@ -114,6 +133,27 @@ def aggregate(ranks: list[RankEpoch]) -> dict[str, Any]:
         "lat_p90_us": percentile_us(hist, 90),
         "lat_p99_us": percentile_us(hist, 99),
         "hist": hist.tolist(),
+        **posix_aggregate(ranks, total_bytes),
+    }
+
+
+def _sum_or_none(values: list[Any]) -> Any:
+    return None if any(v is None for v in values) else sum(values)
+
+
+def posix_aggregate(ranks: list[RankEpoch], app_bytes: int) -> dict[str, Any]:
+    """The file-system layer across ranks, as Darshan aggregates its POSIX records: counts and bytes summed,
+    time of the slowest rank, size bins summed; ``amplification`` = file-system bytes / application bytes."""
+    fs_bytes = _sum_or_none([r.posix_bytes_read for r in ranks])
+    times = [r.posix_read_time_s for r in ranks]
+    hists = [r.posix_size_hist for r in ranks]
+    return {
+        "posix_reads": _sum_or_none([r.posix_reads for r in ranks]),
+        "posix_bytes_read": fs_bytes,
+        "posix_read_time_s": None if any(t is None for t in times) else max(times),
+        "posix_size_hist": None if any(h is None for h in hists) else np.sum(hists, axis=0).astype(int).tolist(),
+        "posix_size_approx": _sum_or_none([r.posix_size_approx for r in ranks]),
+        "amplification": fs_bytes / app_bytes if fs_bytes is not None and app_bytes > 0 else None,
     }
 
 
@@ -123,6 +163,7 @@ def aggregate_run(per_epoch_ranks: list[list[RankEpoch]]) -> dict[str, Any]:
     by_rank: dict[int, RankEpoch] = {}
     for epoch in per_epoch_ranks:
         for r in epoch:
+            first = r.rank not in by_rank
             acc = by_rank.setdefault(r.rank, RankEpoch(r.rank, r.node, -1, hist=[0] * NUM_BUCKETS))
             acc.samples += r.samples
             acc.bytes_read += r.bytes_read
@@ -135,4 +176,11 @@ def aggregate_run(per_epoch_ranks: list[list[RankEpoch]]) -> dict[str, Any]:
             acc.os_read_bytes += r.os_read_bytes
             acc.wait_time_s += r.wait_time_s
             acc.hist = (np.asarray(acc.hist) + np.asarray(r.hist)).tolist()
+            for name in ("posix_reads", "posix_bytes_read", "posix_read_time_s", "posix_size_approx"):
+                v, have = getattr(r, name), getattr(acc, name)
+                setattr(acc, name, v if first else None if v is None or have is None else have + v)
+            h = r.posix_size_hist
+            have_h = acc.posix_size_hist
+            acc.posix_size_hist = h if first else (
+                None if h is None or have_h is None else [a + b for a, b in zip(have_h, h, strict=True)])
     return aggregate(list(by_rank.values()))

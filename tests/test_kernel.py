@@ -104,6 +104,28 @@ def test_two_ranks_read_exactly_the_plan(tmp_path, fmt, access):
         assert e["bandwidth_mib_s"] == pytest.approx(per_epoch / e["io_time_slowest_s"] / 2**20)
     assert res["totals"]["bandwidth_mib_s"] > 0 and res["totals"]["iops"] > 0
     assert "MPICH" in res["mpi_library"] or "Open MPI" in res["mpi_library"]
+    # the file-system layer: every read call of an epoch fell inside a sample (its size binned), and the file
+    # system served at least what the readers returned
+    for e in res["epochs"]:
+        for r in e["ranks"]:
+            assert r["posix_reads"] == sum(r["posix_size_hist"]) > 0
+            assert r["posix_bytes_read"] >= r["bytes_read"]
+        assert e["amplification"] == pytest.approx(e["posix_bytes_read"] / e["bytes_read"])
+
+
+def test_the_file_system_layer_sees_what_each_format_asks_of_the_file_system(tmp_path):
+    """bin: one read call per sample of exactly its size (plus the index, read once per open file): amplification
+    1 within 1% at 16 KiB samples; HDF5 serves each 16 KiB sample from a 64 KiB sieve-buffer read: ~3.5x."""
+    _, _, b = run_kernel(tmp_path / "bin", "format=bin", "ppn=2", "workload.shuffle=sample", "workload.samples=256",
+                         "workload.samples_per_file=128")
+    assert b["totals"]["amplification"] == pytest.approx(1.0, abs=0.01)
+    for e in b["epochs"]:
+        hist = e["posix_size_hist"]
+        assert hist[3] == 256  # 16 KiB reads: POSIX_SIZE_READ_10K_100K, one per sample
+        assert e["posix_reads"] == 256 + sum(hist[:3])  # and the small index reads, nothing else
+    _, _, h = run_kernel(tmp_path / "h5", "format=hdf5", "ppn=2", "workload.shuffle=sample")
+    assert 2.5 < h["totals"]["amplification"] < 4.5
+    assert h["totals"]["posix_reads"] < 2 * h["totals"]["read_ops"]
 
 
 def test_cold_cache_is_evicted_and_verified(tmp_path):

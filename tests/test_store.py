@@ -171,3 +171,37 @@ def test_a_point_is_claimed_by_one_driver_at_a_time(tmp_path, store):
     store.release("b" * 32)
     assert store.lookup(spec.point_key)["claim_token"] is None
     assert store.claim(spec.to_dict(), "a" * 32, "h1", 11) is True
+
+
+def test_the_file_system_layer_is_stored_and_an_older_store_gains_it(tmp_path):
+    """posix_* and amplification land in points and epochs; a store from before them upgrades (old rows NULL),
+    and its points read as source=ddlio."""
+    db = tmp_path / "old.db"
+    Store(str(db))
+    with sqlite3.connect(db) as c:
+        for col in ("posix_reads", "posix_bytes_read", "posix_read_time_s", "posix_size_hist", "amplification",
+                    "source"):
+            c.execute(f"ALTER TABLE points DROP COLUMN {col}")
+        for col in ("posix_reads", "posix_bytes_read", "posix_read_time_s", "posix_size_hist", "amplification"):
+            c.execute(f"ALTER TABLE epochs DROP COLUMN {col}")
+        c.execute("INSERT INTO points (point_key, dataset_key, label, status, format, format_options, access, "
+                  "stripe_count, stripe_size, nodes, ppn, ranks, repeat, seed, workload, samples, sample_size, "
+                  "sample_size_stdev, samples_per_file, num_files, batch_size, epochs, compute_time_s, cache_policy, "
+                  "cluster, data_root, config) VALUES ('old', 'd', 'l', 'failed', 'bin', '{}', 'shared', 1, 1, 1, 1, "
+                  "1, 0, 0, 'tiny', 1, 1, 0, 1, 1, 1, 1, 0, 'cold', 'local', '/x', '{}')")
+    store = Store(str(db))
+    spec = point(tmp_path)
+    rec = fake_result(spec)
+    fs = {"posix_reads": 70, "posix_bytes_read": 3072, "posix_read_time_s": 0.25,
+          "posix_size_hist": [0, 10, 60, 0, 0, 0, 0, 0, 0, 0], "amplification": 3.0}
+    rec["totals"].update(fs)
+    rec["epochs"][0].update(fs)
+    assert store.record(rec)
+    df = summary_frame(store).set_index("point_key")
+    assert (df.loc[spec.point_key, ["posix_reads", "posix_bytes_read", "amplification"]].tolist()
+            == [70, 3072, 3.0])
+    assert df.loc["old", "source"] == df.loc[spec.point_key, "source"] == "ddlio"
+    assert pd.isna(df.loc["old", "amplification"])
+    with sqlite3.connect(db) as c:
+        assert c.execute("select posix_reads, posix_size_hist from epochs").fetchone() == (
+            70, "[0, 10, 60, 0, 0, 0, 0, 0, 0, 0]")
