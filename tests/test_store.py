@@ -177,18 +177,14 @@ def test_the_file_system_layer_is_stored_and_an_older_store_gains_it(tmp_path):
     """posix_* and amplification land in points and epochs; a store from before them upgrades (old rows NULL),
     and its points read as source=ddlio."""
     db = tmp_path / "old.db"
-    Store(str(db))
+    old = point(tmp_path, "format=bin")
+    Store(str(db)).record_submitted(old.to_dict(), "1", str(tmp_path))  # a point stored before the columns existed
     with sqlite3.connect(db) as c:
         for col in ("posix_reads", "posix_bytes_read", "posix_read_time_s", "posix_size_hist", "amplification",
                     "source"):
             c.execute(f"ALTER TABLE points DROP COLUMN {col}")
         for col in ("posix_reads", "posix_bytes_read", "posix_read_time_s", "posix_size_hist", "amplification"):
             c.execute(f"ALTER TABLE epochs DROP COLUMN {col}")
-        c.execute("INSERT INTO points (point_key, dataset_key, label, status, format, format_options, access, "
-                  "stripe_count, stripe_size, nodes, ppn, ranks, repeat, seed, workload, samples, sample_size, "
-                  "sample_size_stdev, samples_per_file, num_files, batch_size, epochs, compute_time_s, cache_policy, "
-                  "cluster, data_root, config) VALUES ('old', 'd', 'l', 'failed', 'bin', '{}', 'shared', 1, 1, 1, 1, "
-                  "1, 0, 0, 'tiny', 1, 1, 0, 1, 1, 1, 1, 0, 'cold', 'local', '/x', '{}')")
     store = Store(str(db))
     spec = point(tmp_path)
     rec = fake_result(spec)
@@ -200,8 +196,10 @@ def test_the_file_system_layer_is_stored_and_an_older_store_gains_it(tmp_path):
     df = summary_frame(store).set_index("point_key")
     assert (df.loc[spec.point_key, ["posix_reads", "posix_bytes_read", "amplification"]].tolist()
             == [70, 3072, 3.0])
-    assert df.loc["old", "source"] == df.loc[spec.point_key, "source"] == "ddlio"
-    assert pd.isna(df.loc["old", "amplification"])
+    assert df.loc[old.point_key, "source"] == df.loc[spec.point_key, "source"] == "ddlio"
+    assert pd.isna(df.loc[old.point_key, "amplification"])
+    with sqlite3.connect(db) as c:
+        assert c.execute("select source from points where point_key = ?", (old.point_key,)).fetchone() == (None,)
     with sqlite3.connect(db) as c:
         assert c.execute("select posix_reads, posix_size_hist from epochs").fetchone() == (
             70, "[0, 10, 60, 0, 0, 0, 0, 0, 0, 0]")
