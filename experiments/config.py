@@ -52,6 +52,23 @@ class HDF5Conf(FormatConf):
     chunk_samples: int = 0
     # none | gzip | lzf (needs chunk_samples >= 1)
     compression: str = "none"
+    # --- HDF5's own knobs (in a key only when not at their default; see experiments/formats/hdf5.py)
+    # data sieve buffer, bytes (reading): a read smaller than it fills it with one read of its size
+    sieve_buf_size: int = 65536
+    # raw-data chunk cache per dataset: bytes and hash slots (reading; chunked storage)
+    rdcc_nbytes: int = 1048576
+    rdcc_nslots: int = 521
+    # file driver for reading: sec2 (pread) | stdio (buffered fread) | core (whole file into memory at open)
+    driver: str = "sec2"
+    # file space strategy (bytes on disk): default | page (paged aggregation, pages of fs_page_size bytes)
+    fs_strategy: str = "default"
+    fs_page_size: int = 4096
+    # page buffer, bytes (reading; needs fs_strategy=page; 0 = none)
+    page_buf_size: int = 0
+    # H5Pset_alignment (bytes on disk): objects of at least alignment_threshold bytes start at a multiple of
+    # alignment (e.g. the stripe size); 1 = no alignment
+    alignment: int = 1
+    alignment_threshold: int = 1
 
 
 @dataclass
@@ -289,8 +306,18 @@ class PointSpec:
         """The format options that change the bytes written (read-only options such as decode are left out)."""
         from experiments.formats import FORMATS
 
-        skip = FORMATS[self.format].read_options
-        return {k: v for k, v in sorted(self.format_options.items()) if k not in skip}
+        fmt = FORMATS[self.format]
+        return {k: v for k, v in sorted(self.format_options.items())
+                if k not in fmt.read_options and not fmt.at_default(k, v)}
+
+    def read_options(self) -> dict[str, Any]:
+        """The format options that change only how files are read (options at a keyless default left out, so
+        that adding a knob leaves the keys of existing points unchanged)."""
+        from experiments.formats import FORMATS
+
+        fmt = FORMATS[self.format]
+        return {k: v for k, v in sorted(self.format_options.items())
+                if k in fmt.read_options and not fmt.at_default(k, v)}
 
     def dataset_params(self) -> dict[str, Any]:
         """Everything that changes the bytes on disk or their layout (hashed into :attr:`dataset_key`)."""
@@ -314,7 +341,7 @@ class PointSpec:
         """What changes the measurement beyond the dataset (hashed with it into :attr:`point_key`)."""
         return {
             "access": self.access,
-            "read_options": {k: v for k, v in sorted(self.format_options.items()) if k not in self.bytes_options()},
+            "read_options": self.read_options(),
             "stripe_count": self.stripe_count,
             "stripe_size": self.stripe_size,
             "nodes": self.nodes,

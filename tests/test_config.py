@@ -173,3 +173,30 @@ def test_a_bad_override_in_a_sweep_stops_it_before_anything_runs(sweep, tmp_path
     p = sweep("-m", "format=hdf5,npz", "workload.sampels=1,2", timeout=120)
     assert p.returncode != 0 and "Key 'sampels' not in 'WorkloadConf'" in p.stderr
     assert not (tmp_path / "r.db").exists() and not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize(("overrides", "dataset_key", "point_key"), [
+    ((), "f11af5c5fdcfe3c06266", "faa326f064ee9e991fb8"),
+    (("format=hdf5", "format.chunk_samples=4"), "95b595a517f9e053afb0", "10a29cf74852a2c48b0d"),
+    (("format=tfrecord",), "55683060740cc18fb71f", "8861175d7b2f5a89ec2f"),
+    (("format=bin", "workload=tiny"), "c2008a73a3a62639b096", "11520cc3e40996ff2c13"),
+])
+def test_keys_of_existing_points_never_change(tmp_path, overrides, dataset_key, point_key):
+    """Keys computed before HDF5's own knobs existed: with the knobs at their defaults, a point keeps them (a store
+    recognises what it measured)."""
+    d = spec(tmp_path, *overrides).to_dict()
+    d.update(data_root="/pinned/data", db="/pinned/r.db")
+    p = PointSpec.from_dict(d)
+    assert (p.dataset_key, p.point_key) == (dataset_key, point_key)
+
+
+def test_hdf5_knobs_key_the_dataset_only_when_they_change_its_bytes(tmp_path):
+    a = spec(tmp_path, "format=hdf5")
+    for read_knob in ("format.sieve_buf_size=4096", "format.driver=stdio", "format.rdcc_nbytes=0",
+                      "format.rdcc_nslots=1009"):
+        b = spec(tmp_path, "format=hdf5", read_knob)
+        assert b.dataset_key == a.dataset_key and b.point_key != a.point_key, read_knob
+    for bytes_knob in ("format.alignment=1048576", "format.fs_strategy=page"):
+        assert spec(tmp_path, "format=hdf5", bytes_knob).dataset_key != a.dataset_key, bytes_knob
+    same = spec(tmp_path, "format=hdf5", "format.sieve_buf_size=65536")  # the default, said out loud
+    assert (same.dataset_key, same.point_key) == (a.dataset_key, a.point_key)

@@ -294,6 +294,50 @@ def test_hdf5_options_are_validated():
         get_format("hdf5", compression="zstd", chunk_samples=2)
     with pytest.raises(ConfigError, match="needs chunked storage"):
         get_format("hdf5", compression="gzip", chunk_samples=0)
+    with pytest.raises(ConfigError, match=r"driver='mpio' is unknown: choose one of sec2, stdio, core"):
+        get_format("hdf5", driver="mpio")
+    with pytest.raises(ConfigError, match="page_buf_size needs files written with paged space management"):
+        get_format("hdf5", page_buf_size=65536)
+    with pytest.raises(ConfigError, match=r"sieve_buf_size=-1 must be a whole number of bytes >= 0"):
+        get_format("hdf5", sieve_buf_size=-1)
+
+
+@pytest.mark.parametrize("options", [
+    {"driver": "stdio"}, {"driver": "core"}, {"sieve_buf_size": 4096}, {"rdcc_nbytes": 0, "chunk_samples": 4},
+    {"rdcc_nslots": 1009, "rdcc_nbytes": 4 << 20, "chunk_samples": 4},
+    {"fs_strategy": "page", "fs_page_size": 8192, "page_buf_size": 65536},
+    {"alignment": 65536, "alignment_threshold": 4096},
+])
+def test_hdf5_knobs_read_back_every_sample(tmp_path, options):
+    fmt = get_format("hdf5", **options)
+    path, payload = write(fmt, tmp_path, SIZES["variable"])
+    with fmt.open(path) as r:
+        out = buffer_for(r)
+        for i in range(r.num_samples):
+            assert r.payload(i, out).tobytes() == payload.sample(i)
+
+
+def test_hdf5_knobs_that_change_the_file_do_and_the_others_reach_the_library(tmp_path):
+    import h5py
+
+    aligned, _ = write(get_format("hdf5", alignment=65536, alignment_threshold=4096), tmp_path, SIZES["fixed"])
+    with h5py.File(aligned) as f:
+        assert f["data"].id.get_offset() % 65536 == 0  # the data starts on an alignment boundary
+    fmt = get_format("hdf5", fs_strategy="page", fs_page_size=8192, sieve_buf_size=4096, rdcc_nbytes=2 << 20,
+                     rdcc_nslots=1009, page_buf_size=65536)
+    (tmp_path / "paged").mkdir()
+    path, _ = write(fmt, tmp_path / "paged", SIZES["fixed"])
+    with h5py.File(path) as f:
+        fcpl = f.id.get_create_plist()
+        assert fcpl.get_file_space_strategy()[0] == h5py.h5f.FSPACE_STRATEGY_PAGE
+        assert fcpl.get_file_space_page_size() == 8192
+    with fmt.open(path) as r:
+        fapl = r._f.id.get_access_plist()
+        assert fapl.get_sieve_buf_size() == 4096
+        assert fapl.get_cache()[1:3] == (1009, 2 << 20)
+        assert fapl.get_page_buffer_size()[0] == 65536
+    with get_format("hdf5", driver="stdio").open(aligned) as r:
+        assert r._f.driver == "stdio"
 
 
 def test_payload_is_validated_and_keys_the_dataset(tmp_path):

@@ -128,6 +128,21 @@ def test_the_file_system_layer_sees_what_each_format_asks_of_the_file_system(tmp
     assert h["totals"]["posix_reads"] < 2 * h["totals"]["read_ops"]
 
 
+def test_a_smaller_hdf5_sieve_buffer_lowers_amplification(tmp_path):
+    """HDF5 serves a contiguous read smaller than its sieve buffer by filling the buffer (one read of the
+    buffer's size); a read at least as large as the buffer goes straight to the file. 16 KiB samples: 64 KiB
+    (default) reads ~3.5x the bytes, a 32 KiB buffer ~2x, a 4 KiB one reads each sample exactly."""
+    amp = {}
+    for sieve in (65536, 32768, 4096):
+        _, _, res = run_kernel(tmp_path / str(sieve), "format=hdf5", "workload.shuffle=sample",
+                               f"format.sieve_buf_size={sieve}", "workload.epochs=1")
+        amp[sieve] = res["totals"]["amplification"]
+        if sieve == 4096:  # one pread of each 16 KiB sample: POSIX_SIZE_READ_10K_100K
+            assert res["totals"]["posix_size_hist"][3] >= res["totals"]["read_ops"]
+    assert amp[65536] > amp[32768] > amp[4096]
+    assert amp[65536] > 2.5 and amp[32768] < 2.5 and amp[4096] == pytest.approx(1.0, abs=0.1)
+
+
 def test_cold_cache_is_evicted_and_verified(tmp_path):
     _, _, res = run_kernel(tmp_path, "workload.cache=cold")
     for e in res["epochs"]:

@@ -148,6 +148,9 @@ class Format:
     record_overhead: ClassVar[int] = 0
     #: options that change only how files are read, not their bytes: left out of the dataset key
     read_options: ClassVar[frozenset[str]] = frozenset()
+    #: options added after points were measured: at these values they stay out of the dataset and point keys
+    #: (so existing stores keep their keys); any other value is hashed like every option
+    keyless_defaults: ClassVar[dict[str, Any]] = {}
     #: None: :meth:`decode_payload` gives back the source bytes exactly; a number: the format is lossy (JPEG) and
     #: the decoded payload is guaranteed within this PSNR (dB) of the source bytes, whatever the payload
     min_psnr_db: ClassVar[float | None] = None
@@ -166,6 +169,11 @@ class Format:
         """Bytes one read of each sample will return, given payload sizes; None where the format cannot know
         before writing (encoded images). Generation checks the files against it."""
         return sizes + self.record_overhead
+
+    @classmethod
+    def at_default(cls, option: str, value: Any) -> bool:
+        """Whether ``option`` is at a default that stays out of the keys (see :attr:`keyless_defaults`)."""
+        return option in cls.keyless_defaults and cls.keyless_defaults[option] == value
 
     @classmethod
     def option_problems(cls, options: dict[str, Any]) -> list[str]:
