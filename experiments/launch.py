@@ -27,6 +27,7 @@ from experiments.config import PointSpec
 from experiments.dataset import DatasetPlan, ensure_dataset, write_json_atomic
 from experiments.env import PROJECT_DIR
 from experiments.errors import DdlioError, LaunchError
+from experiments.lifecycle import LIVE, Action, Event, Life, State, scheduler_event, stored_state
 from experiments.slurmstate import NEVER, TERMINAL, VANISHED, WAITING, JobWatcher, fmt_duration, reason_kind
 
 RESULT = "result.json"
@@ -380,10 +381,14 @@ def _prepare_run_dir(spec: PointSpec, store_id: str = "") -> Path:
     return rd
 
 
-def _note_submitted(tracker: Tracker, spec: PointSpec, job_id: str, rd: Path, folder: Path, executor: str) -> None:
+def _note_submitted(driver: _Driver, spec: PointSpec, job_id: str, rd: Path, folder: Path, executor: str) -> None:
+    """The scheduler accepted the point's job: note it in the run folder and the store (SUBMIT_OK)."""
     write_json_atomic(rd / JOB, {"job_id": job_id, "folder": str(folder), "executor": executor,
                                  "submitted_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-    tracker.record_submitted(spec.to_dict(), job_id, str(rd))
+    driver.tracker.record_submitted(spec.to_dict(), job_id, str(rd))
+    if driver.state(spec) is State.HELD:  # it was held by a site limit: a slot freed
+        driver.on(spec, Event.SLOT_FREE)
+    driver.on(spec, Event.SUBMIT_OK)
 
 
 class _Driver:
@@ -401,6 +406,27 @@ class _Driver:
         self.last_beat = time.monotonic()
         self.held_reason = ""  # the site limit that refused the held points (Slurm)
         self.live_at_refusal = 0  # jobs live when sbatch last refused: fewer means a slot may have freed
+        self.lives: dict[str, Life] = {}
+
+    # ------------------------------------------------------------------ the life cycle (experiments.lifecycle)
+    def begin(self, spec: PointSpec, state: State) -> None:
+        """Start following the point's life cycle from ``state`` (what the store holds for it)."""
+        self.lives[spec.point_key] = Life(state)
+
+    def on(self, spec: PointSpec, event: Event) -> Action:
+        """Move the point by ``event`` in the life-cycle table; returns the action to do (an event the table does
+        not allow in the point's state raises: a driver bug)."""
+        return self.lives.setdefault(spec.point_key, Life(State.NEW)).on(event)
+
+    def state(self, spec: PointSpec) -> State:
+        return self.lives[spec.point_key].state if spec.point_key in self.lives else State.NEW
+
+    def observe(self, spec: PointSpec, scheduler_state: str) -> None:
+        """The scheduler's word on a live job (Slurm's state names) as a QUEUED / STARTED event; the seam through
+        which the Slurm waiting code moves its points (an ended job's outcome goes through :meth:`finish`)."""
+        event = scheduler_event(scheduler_state)
+        if event is not None and self.state(spec) in LIVE:
+            self.on(spec, event)
 
     def heartbeat(self) -> None:
         """Tell the store this driver is alive (at most every :data:`HEARTBEAT_S` seconds); call it while waiting."""
@@ -422,6 +448,7 @@ class _Driver:
     def finish(self, spec: PointSpec, record: dict[str, Any], seconds: float | None = None,
                keep: bool = False) -> None:
         """Store a point's outcome and report it; the claim is released unless ``keep`` (measured again next)."""
+        self.on(spec, _outcome_event(record))  # -> STORE
         self.tracker.record(record)
         if not keep:
             self.release(spec)
@@ -429,7 +456,7 @@ class _Driver:
         prefix = self._line(spec)
         if record["kind"] == "ddlio.result":
             self.report.completed += 1
-            self.report.final[spec.point_key] = "completed"
+            self.report.final[spec.point_key] = State.COMPLETED.value
             t = record["totals"]
             self.echo(f"{prefix}: {t['bandwidth_mib_s']:.1f} MiB/s, {t['iops']:.0f} IOPS, cache {t['cache']}{took}")
         else:
@@ -438,10 +465,11 @@ class _Driver:
     def adopt(self, spec: PointSpec, row: dict[str, Any]) -> None:
         """Report the outcome another driver stored for a point this one asked for, as this call's own."""
         self.report.followed += 1
+        self.on(spec, Event.ADOPT_RESULT if row["status"] == "completed" else Event.ADOPT_FAILURE)  # -> REPORT
         prefix = self._line(spec)
         if row["status"] == "completed":
             self.report.completed += 1
-            self.report.final[spec.point_key] = "completed"
+            self.report.final[spec.point_key] = State.COMPLETED.value
             bw, iops = row.get("bandwidth_mib_s") or 0.0, row.get("iops") or 0.0
             self.echo(f"{prefix}: {bw:.1f} MiB/s, {iops:.0f} IOPS, cache {row.get('cache')} (measured by another "
                       "driver)")
@@ -450,11 +478,20 @@ class _Driver:
 
     def _failed(self, spec: PointSpec, prefix: str, error: str, took: str) -> None:
         self.report.failed += 1
-        self.report.final[spec.point_key] = "failed"
+        self.report.final[spec.point_key] = self.state(spec).value  # failed, or lost
         lines = error.strip().splitlines()
         first = lines[0] if lines else "unknown error"
         self.report.failures.append((spec.point_key, first))
         self.echo(f"{prefix}: FAILED: {first}{took}")
+
+
+def _outcome_event(record: dict[str, Any]) -> Event:
+    """RESULT, FAILURE (the job's own failure record), or GONE (the driver's record of a job that ended or vanished
+    without leaving any)."""
+    if record["kind"] == "ddlio.result":
+        return Event.RESULT
+    first = (record.get("error") or "").strip().split("\n", 1)[0]
+    return Event.GONE if "without a result" in first else Event.FAILURE
 
 
 def _process_alive(pid: int | None, since: Any) -> bool:
@@ -519,37 +556,45 @@ def _take(spec: PointSpec, driver: _Driver) -> dict[str, Any] | None:
 
 def _plan(points: Sequence[PointSpec], tracker: Tracker, force: bool, retry_failed: bool,
           report: SweepReport, driver: _Driver) -> tuple[list[PointSpec], list[Pending], list[Follow]]:
-    """Sort the points: skip the measured, claim the others in the store (points another live driver holds are
-    followed, not measured), harvest what finished while no driver watched, re-attach running jobs, and return
-    (to submit, to wait for, to follow)."""
+    """Sort the points by the life cycle (:mod:`experiments.lifecycle`): skip the measured; claim the others in
+    the store (a point another live driver holds is followed, not measured); under the claim start from the state
+    the store holds: harvest or re-attach to a job that went out, and measure what is new, failed or lost (or
+    forced). Returns (to submit, to wait for, to follow)."""
     submit: list[PointSpec] = []
     attach: list[Pending] = []
     follow: list[Follow] = []
     slurm_ids: dict[str, tuple[PointSpec, str, Path, bool]] = {}
+
+    def measure(spec: PointSpec) -> None:
+        if driver.on(spec, Event.MEASURE) is Action.SUBMIT:
+            submit.append(spec)
+
     for spec in points:
         first = tracker.lookup(spec.point_key)
         forced = force or spec.force
-        if first and first["status"] == "completed" and not first["pending"] and not first.get("claim_token") \
-                and not forced:
+        if stored_state(first) is State.COMPLETED and not (first or {}).get("claim_token") and not forced:
             report.skipped += 1
             continue
         seen = (first.get("attempts"), first.get("finished_utc")) if first else (None, None)
         holder = _take(spec, driver)
         if holder is not None:
-            follow.append(Follow(spec, holder["claim_token"], seen))
+            driver.begin(spec, stored_state(holder))
+            if driver.on(spec, Event.OTHER_DRIVER) is Action.FOLLOW:
+                follow.append(Follow(spec, holder["claim_token"], seen))
             continue
-        row = tracker.lookup(spec.point_key)  # under this driver's claim from here on
-        status = row["status"] if row else None
-        if row and not row["pending"] and status in ("completed", "failed") and first is not None \
-                and (row.get("attempts"), row.get("finished_utc")) != seen:
+        row = tracker.lookup(spec.point_key) or {}  # under this driver's claim from here on
+        state = stored_state(row)
+        driver.begin(spec, state)
+        ended = state in (State.COMPLETED, State.FAILED, State.LOST)
+        if ended and first is not None and (row.get("attempts"), row.get("finished_utc")) != seen:
             driver.release(spec)  # another driver measured it between our two looks: its outcome is ours
             driver.adopt(spec, row)
             continue
-        rd = Path((row or {}).get("run_dir") or run_dir_for(spec, driver.store_id))
-        if row is not None and (row.get("pending") or (status == "submitted" and row.get("job_id"))):
-            # a job of ours went out and was not harvested: harvest it or re-attach; never submit it again
+        rd = Path(row.get("run_dir") or run_dir_for(spec, driver.store_id))
+        if state is State.SUBMITTED:
+            # a job of an earlier driver went out and was not harvested: harvest it or re-attach, never resubmit
             info = _job_info(rd)
-            retry = retry_failed and status != "completed"
+            retry = retry_failed and row.get("status") != "completed"
             record = None if info.get("executor") == "slurm" else read_record(rd)
             if info.get("executor") == "slurm":  # Slurm's word first: it may say why the job's own record exists
                 slurm_ids[spec.point_key] = (spec, str(row.get("job_id")), rd, retry)
@@ -557,26 +602,26 @@ def _plan(points: Sequence[PointSpec], tracker: Tracker, force: bool, retry_fail
                 again = record["kind"] == "ddlio.failure" and retry
                 driver.finish(spec, record, keep=again)
                 if again:
-                    submit.append(spec)
+                    measure(spec)
             elif info.get("executor") == "local" and _local_job_alive(row.get("job_id")):
                 attach.append(Pending(spec, str(row.get("job_id")), rd, state="RUNNING"))
-            else:  # a local job that died with its driver: record that, and measure again
+            else:  # a local job that died with its driver: it is lost; measure it again
                 again = retry or forced
-                driver.finish(spec, failure_record(spec.to_dict(), _lost_job_error(spec, str(row.get("job_id")),
-                                                   "LOST", rd), job_state="LOST", run_dir=str(rd)), keep=again)
+                driver.finish(spec, failure_record(spec.to_dict(), _lost_job_error(
+                    spec, str(row.get("job_id")), "LOST", rd), job_state="LOST", run_dir=str(rd)), keep=again)
                 if again:
-                    submit.append(spec)
-        elif row is None or status in ("claimed", "submitted") or forced:
-            submit.append(spec)
-        elif status == "completed":
+                    measure(spec)
+        elif state is State.NEW or forced:
+            measure(spec)
+        elif state is State.COMPLETED:
             driver.release(spec)
             report.skipped += 1
-        else:  # failed: a result may still have landed after the driver gave up on it
+        else:  # failed or lost: a result may still have landed after the driver gave up on it
             record = read_record(rd)
             if record is not None and record["kind"] == "ddlio.result":
                 driver.finish(spec, record)
             elif retry_failed:
-                submit.append(spec)
+                measure(spec)
             else:
                 driver.release(spec)
                 report.not_retried += 1
@@ -585,17 +630,18 @@ def _plan(points: Sequence[PointSpec], tracker: Tracker, force: bool, retry_fail
 
         states = job_states(jid for _, jid, _, _ in slurm_ids.values())
         for spec, jid, rd, retry in slurm_ids.values():
-            state = states.get(jid, "UNKNOWN")
+            job_state = states.get(jid, "UNKNOWN")
             record = read_record(rd)
-            if state in TERMINAL or record is not None:
-                record = _with_slurm_state(record, jid, state) if record else failure_record(
-                    spec.to_dict(), _lost_job_error(spec, jid, state, rd), job_state=state, run_dir=str(rd))
+            if job_state in TERMINAL or record is not None:
+                record = _with_slurm_state(record, jid, job_state) if record else failure_record(
+                    spec.to_dict(), _lost_job_error(spec, jid, job_state, rd), job_state=job_state, run_dir=str(rd))
                 again = record["kind"] == "ddlio.failure" and retry
                 driver.finish(spec, record, keep=again)
                 if again:
-                    submit.append(spec)
+                    measure(spec)
             else:
-                attach.append(Pending(spec, jid, rd, state=state))
+                driver.observe(spec, job_state)
+                attach.append(Pending(spec, jid, rd, state=job_state))
     return submit, attach, follow
 
 
@@ -660,7 +706,7 @@ def _run_local(specs: list[PointSpec], attach: list[Pending], driver: _Driver) -
         folder.mkdir(parents=True, exist_ok=True)
         with _output_to(folder / "controller.log"):  # submitit's controller writes its own tracebacks there
             job = executor.submit(run_point, spec.to_dict(), str(rd))
-        _note_submitted(driver.tracker, spec, str(job.job_id), rd, folder, "local")
+        _note_submitted(driver, spec, str(job.job_id), rd, folder, "local")
         driver.report.submitted += 1
         try:
             while not job.done():  # submitit's own wait polls once a second; a local job is cheap to poll
@@ -734,7 +780,7 @@ def _submit_chunk(group: list[PointSpec], driver: _Driver) -> list[Pending]:
         raise LaunchError(f"sbatch refused the job{'s' if len(group) > 1 else ''}: {e}") from e
     pending = []
     for spec, rd, job in zip(group, dirs, jobs, strict=True):
-        _note_submitted(driver.tracker, spec, str(job.job_id), rd, folder, "slurm")
+        _note_submitted(driver, spec, str(job.job_id), rd, folder, "slurm")
         pending.append(Pending(spec, str(job.job_id), rd))
     driver.report.submitted += len(group)
     ids = sorted({str(j.job_id).split("_")[0] for j in jobs})
@@ -952,6 +998,8 @@ def _round(points: Sequence[PointSpec], force: bool, retry_failed: bool, wait: b
         more, held = _submit_slurm(slurm, driver)
         pending += more
         driver.live_at_refusal = len(pending)
+        for spec in held:
+            driver.on(spec, Event.LIMITED)
         if held:
             echo(f"{len(held)} point(s) held by a site limit ({driver.held_reason}): they are submitted as the "
                  "sweep's jobs end and free slots")
