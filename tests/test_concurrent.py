@@ -109,7 +109,8 @@ def test_two_slurm_sweeps_at_once_submit_each_point_once(slurm_cluster, tmp_path
     with sqlite3.connect(tmp_path / "r.db") as c:
         rows = c.execute("select status, attempts, job_id, run_dir from points").fetchall()
     assert [r[:2] for r in rows] == [("completed", 1)] * 3
-    tasks = {p.name.split("_log")[0] for p in (tmp_path / "data" / "runs" / "_slurm").glob("*_log.out")}
+    logs = (tmp_path / "data" / "runs" / "_slurm").glob("*_log.out")  # <job id>_<task>_log.out
+    tasks = {p.name.split("_log")[0].rsplit("_", 1)[0] for p in logs}
     assert tasks == {r[2] for r in rows}  # Slurm ran exactly the jobs the store holds, one per point
     for _, _, job_id, run_dir in rows:
         assert json.loads(Path(run_dir, "job.json").read_text())["job_id"] == job_id
