@@ -140,6 +140,15 @@ def main() -> int:
         return 2
     _warn_striping(specs)
     driver = _COMPOSED[0][0]
+    from analysis.store import check_store
+    from experiments.secrets import driver_db, mask
+
+    db = driver_db(driver, cwd)  # the points carry it masked; only this process sees the password
+    try:
+        check_store(db, write=True)  # dialect, driver, server, writable, schema version: before anything is written
+    except DdlioError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if driver.get("order") == "random":  # seeded, so a rerun keeps the order; nothing measured depends on it
         import random
 
@@ -169,11 +178,15 @@ def main() -> int:
     from analysis.store import Store
     from experiments.launch import launch, new_sweep_id
 
-    store = Store(specs[0].db)
+    try:
+        store = Store(db)
+    except DdlioError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     force = any(s.force for s in specs)
     done = set() if force else {s.point_key for s in specs if store.is_done(s.point_key)}
     store.begin_sweep(new_sweep_id(), sys.argv, [s.to_dict() for s in specs], done)
-    print(f"ddlio: {len(specs)} point{'s' if len(specs) != 1 else ''} -> {store.url.render_as_string()}")
+    print(f"ddlio: {len(specs)} point{'s' if len(specs) != 1 else ''} -> {mask(db)}")
     try:
         report = launch(specs, store, force=force, wait=bool(driver.get("wait", True)),
                         retry_failed=bool(driver.get("retry_failed", True)))

@@ -68,7 +68,9 @@ def sweeps_frame(store: Store) -> pd.DataFrame:
                   Sweep.n_points, Sweep.n_skipped, Sweep.n_completed, Sweep.n_failed).order_by(Sweep.started_utc)
     with store.engine.connect() as conn:
         df = pd.read_sql(stmt, conn)
-    df["argv"] = df["argv"].map(lambda t: " ".join(json.loads(t)[1:]) if isinstance(t, str) else "")
+    from experiments.secrets import mask  # stores written before argv was masked
+
+    df["argv"] = df["argv"].map(lambda t: mask(" ".join(json.loads(t)[1:])) if isinstance(t, str) else "")
     return df
 
 
@@ -207,11 +209,11 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from analysis.query import parse_where
-    from analysis.store import open_store
+    from analysis.store import describe, open_store
 
     parse_where(args.where)  # a refused filter is named before the store is opened
     store = open_store(args.db)
-    text = build_report(store, args.where, args.title, db_name=args.db or "results.db")
+    text = build_report(store, args.where, args.title, db_name=describe(store.url))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")

@@ -8,7 +8,6 @@ other databases: a READ ONLY transaction that is rolled back), so ``WITH x AS (.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sqlite3
 import sys
@@ -59,8 +58,9 @@ def run_query(db: str, sql: str) -> pd.DataFrame:
     check_read_only(sql)
     path = _sqlite_path(db)
     if path is not None:
-        if not path.exists():
-            raise FileNotFoundError(f"no results store at {path}: run a sweep first, or pass --db PATH")
+        from analysis.store import check_store
+
+        check_store(db, write=False)  # a store that exists, is SQLite and has a schema this ddlio reads
         conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
         try:
             conn.execute("PRAGMA query_only = ON")
@@ -74,10 +74,12 @@ def run_query(db: str, sql: str) -> pd.DataFrame:
             raise DdlioError(f"SQL error: {msg}; tables: sweeps, sweep_points, points, epochs, environments") from e
         finally:
             conn.close()
-    from sqlalchemy import create_engine, text
+    from sqlalchemy import text
     from sqlalchemy.exc import SQLAlchemyError
 
-    engine = create_engine(db)
+    from analysis.store import open_store
+
+    engine = open_store(db).engine  # checked, and opened read-only
     try:
         with engine.connect() as conn:
             if engine.dialect.name in ("postgresql", "mysql", "mariadb"):
@@ -98,7 +100,9 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    df = run_query(args.db or os.environ.get("DDLIO_DB", "results.db"), args.sql)
+    from analysis.store import default_db
+
+    df = run_query(args.db or default_db(), args.sql)
     if args.format == "csv":
         df.to_csv(sys.stdout, index=False)
     elif args.format == "json":

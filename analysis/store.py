@@ -13,12 +13,16 @@ re-measure included.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
 import os
+import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import (
     JSON,
@@ -32,12 +36,19 @@ from sqlalchemy import (
     Text,
     create_engine,
     event,
+    func,
     select,
 )
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
-SCHEMA_VERSION = 1
+from experiments.errors import DdlioError
+from experiments.secrets import mask, mask_any, read_db_url_file
+
+#: version of the store's tables, recorded in its ``ddlio_meta`` table. 1: the tables as written before versions were
+#: recorded (no meta table); 2: + ``ddlio_meta``. A change to the tables bumps it; writers (sweep.py, ``analysis
+#: ingest``) upgrade an older store (new tables, new nullable columns), readers refuse a store newer than this.
+SCHEMA_VERSION = 2
 
 
 class Base(DeclarativeBase):
@@ -52,6 +63,14 @@ def _parse_utc(text: str | None) -> dt.datetime | None:
     if not text:
         return None
     return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
+
+
+class Meta(Base):
+    """Facts about the store itself: ``schema_version``."""
+
+    __tablename__ = "ddlio_meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
 
 
 class Sweep(Base):
@@ -292,29 +311,24 @@ def _json_safe(obj: Any) -> Any:
     return obj
 
 
-def db_url(db: str) -> str:
-    """A SQLAlchemy URL for ``db``: a URL is kept, a path becomes ``sqlite:///<absolute path>``."""
-    if "://" in db:
-        return db
-    return f"sqlite:///{Path(db).expanduser().resolve()}"
-
-
 class Store:
     """The results store; also the :class:`experiments.launch.Tracker` the driver hands to ``launch``."""
 
     def __init__(self, db: str, create: bool = True) -> None:
-        url = make_url(db_url(db))
-        if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
-            path = Path(url.database)
-            if not create and not path.exists():
-                raise FileNotFoundError(f"no results store at {path}: run a sweep first, or pass --db PATH")
-            path.parent.mkdir(parents=True, exist_ok=True)
+        """Open the store ``db`` (a SQLite path or a SQLAlchemy URL). ``create``: a writer, which creates the store
+        or upgrades an older one; otherwise read-only (SQLite ``mode=ro``, PostgreSQL READ ONLY transactions), never
+        changing the schema. Everything is checked first (:func:`check_store`); problems raise :class:`StoreError`."""
+        self.version = check_store(db, write=create)
+        url = _parse(db)
         self.url = url
-        self.engine: Engine = create_engine(url)
-        if url.get_backend_name() == "sqlite":
-            event.listen(self.engine, "connect", _sqlite_pragmas)
-        Base.metadata.create_all(self.engine)
-        upgrade_schema(self.engine)
+        self.read_only = not create
+        if create and url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        self.engine: Engine = _engine(url, read_only=not create)
+        if create:
+            with _db_errors(url):
+                upgrade_schema(self.engine)
+            self.version = SCHEMA_VERSION
         self.sweep_id: str | None = None
 
     @property
@@ -326,8 +340,9 @@ class Store:
     def begin_sweep(self, sweep_id: str, argv: list[str], points: list[dict[str, Any]], skip: set[str]) -> None:
         import socket
 
-        with Session(self.engine) as s, s.begin():
-            s.add(Sweep(id=sweep_id, argv=argv, host=socket.gethostname(), n_points=len(points), n_skipped=len(skip)))
+        with _db_errors(self.url), Session(self.engine) as s, s.begin():
+            s.add(Sweep(id=sweep_id, argv=[mask(a) for a in argv], host=socket.gethostname(), n_points=len(points),
+                        n_skipped=len(skip)))
             s.flush()
             for p in points:
                 key = p["point_key"]
@@ -335,7 +350,7 @@ class Store:
         self.sweep_id = sweep_id
 
     def end_sweep(self, completed: int, failed: int) -> None:
-        with Session(self.engine) as s, s.begin():
+        with _db_errors(self.url), Session(self.engine) as s, s.begin():
             sw = s.get(Sweep, self.sweep_id)
             if sw is not None:
                 sw.finished_utc, sw.n_completed, sw.n_failed = _now(), completed, failed
@@ -365,7 +380,7 @@ class Store:
 
         self._ensure_point(point, status="claimed")
         held = Point.claim_token.is_(None) if takeover is None else Point.claim_token == takeover
-        with self.engine.begin() as conn:
+        with _db_errors(self.url), self.engine.begin() as conn:
             n = conn.execute(update(Point).where(Point.point_key == point["point_key"], held).values(
                 claim_token=token, claim_host=host, claim_pid=pid, claim_utc=_now())).rowcount
         return n == 1
@@ -374,7 +389,7 @@ class Store:
         """The driver ``token`` is alive: refresh the time of every claim it holds."""
         from sqlalchemy import update
 
-        with self.engine.begin() as conn:
+        with _db_errors(self.url), self.engine.begin() as conn:
             conn.execute(update(Point).where(Point.claim_token == token).values(claim_utc=_now()))
 
     def release(self, token: str, point_key: str | None = None) -> None:
@@ -382,7 +397,7 @@ class Store:
         from sqlalchemy import update
 
         cond = [Point.claim_token == token] + ([Point.point_key == point_key] if point_key else [])
-        with self.engine.begin() as conn:
+        with _db_errors(self.url), self.engine.begin() as conn:
             conn.execute(update(Point).where(*cond).values(
                 claim_token=None, claim_host=None, claim_pid=None, claim_utc=None))
 
@@ -435,12 +450,13 @@ class Store:
         row.label = _label(p)
         row.source = "ddlio"
         row.cluster = str(p.get("cluster", {}).get("name", "local"))
-        row.config = p
+        row.config = mask_any(p)  # a point written by an older ddlio may carry a db password: never stored
         return row
 
     def record_submitted(self, point: dict[str, Any], job_id: str, run_dir: str) -> None:
-        self._ensure_point(point, status="submitted")
-        with Session(self.engine) as s, s.begin():
+        with _db_errors(self.url):
+            self._ensure_point(point, status="submitted")
+        with _db_errors(self.url), Session(self.engine) as s, s.begin():
             row = self._point_row(s, point)
             if row.status != "completed":
                 row.status = "submitted"
@@ -457,10 +473,11 @@ class Store:
         unless the current one is newer: a failed re-measure is current (with its error) and the completed
         measurement it replaced stays in the history. A result always replaces a failure the driver only inferred
         (a job that ended "without a result"): it is that job's outcome, found late."""
-        self._ensure_point(record["point"], status="submitted")
-        env_id = self._ensure_environment(record["env"]) if record["kind"] == "ddlio.result" and record.get("env") \
-            else None
-        with Session(self.engine) as s, s.begin():
+        with _db_errors(self.url):
+            self._ensure_point(record["point"], status="submitted")
+            env_id = self._ensure_environment(record["env"]) if record["kind"] == "ddlio.result" and \
+                record.get("env") else None
+        with _db_errors(self.url), Session(self.engine) as s, s.begin():
             row = self._point_row(s, record["point"])
             finished = _parse_utc(record.get("finished_utc"))
             if self._already_stored(s, row, record, finished):
@@ -603,27 +620,311 @@ class Store:
         return Session(self.engine)
 
 
-def upgrade_schema(engine: Engine) -> list[str]:
-    """Bring a store written by an older ddlio up to the current tables: add the columns it lacks (all later
-    additions are nullable: old rows simply have no value there). Returns the columns added."""
-    from sqlalchemy import inspect, text
+# ------------------------------------------------------------------------------------- the store's URL
+#: the databases ddlio supports, as "what to write" for the message that lists them
+SUPPORTED = {
+    "sqlite": "a file path (results.db) or sqlite:///ABSOLUTE/PATH",
+    "postgresql": "postgresql://user@host:5432/db (driver: pip install -e '.[postgres]')",
+}
+POSTGRES_INSTALL = "pip install -e '.[postgres]'"
+#: how long to wait for a database server to answer, in seconds
+CONNECT_TIMEOUT_S = 5
+#: free space (bytes) a SQLite store's file system must have before a writer starts
+MIN_FREE_BYTES = 1 << 20
+#: pg_advisory_xact_lock key serialising schema creation and upgrades ("ddlio" + version-independent)
+_PG_SCHEMA_LOCK = 0x64646C696F
 
-    insp = inspect(engine)
-    added = []
+
+class StoreError(DdlioError):
+    """The results store cannot be used as asked; the message names the store and what to do."""
+
+
+def db_url(db: str) -> str:
+    """A SQLAlchemy URL for ``db``: a path becomes ``sqlite:///<absolute path>``; a bare ``postgresql://`` or
+    ``postgres://`` becomes ``postgresql+psycopg://`` (psycopg 3, the driver of the ``postgres`` extra: SQLAlchemy
+    2.0 would pick psycopg2, 2.1 psycopg 3); any other URL is kept."""
+    if "://" not in db:
+        return f"sqlite:///{Path(db).expanduser().resolve()}"
+    scheme, rest = db.split("://", 1)
+    if scheme in ("postgresql", "postgres"):
+        return f"postgresql+psycopg://{rest}"
+    return db
+
+
+def _parse(db: str) -> URL:
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(db_url(db))
+    except (ArgumentError, ValueError) as e:
+        raise StoreError(f"db={mask(db)} is not a database URL ({e}): give a SQLite file path or one of: "
+                         + "; ".join(SUPPORTED.values())) from None
+
+
+def describe(url: URL) -> str:
+    """The store as a message names it, password never included: a SQLite path, or ``host:port/db``."""
+    if url.get_backend_name() == "sqlite":
+        return url.database or ":memory:"
+    host = url.host or url.query.get("host") or "localhost"
+    port = url.port or (5432 if url.get_backend_name() == "postgresql" else "")
+    server = "PostgreSQL" if url.get_backend_name() == "postgresql" else url.get_backend_name()
+    return f"{server} server {host}:{port}, database {url.database or '(default)'}"
+
+
+def _load_driver(url: URL, db: str) -> None:
+    """Raise a StoreError unless the dialect is known and its driver imports."""
+    from sqlalchemy.exc import NoSuchModuleError
+
+    name = url.get_backend_name()
+    try:
+        dialect = url.get_dialect()
+    except NoSuchModuleError:
+        raise StoreError(
+            f"db={mask(db)}: no database dialect {url.drivername!r}. Supported:\n"
+            + "\n".join(f"  {k}: {v}" for k, v in SUPPORTED.items())
+            + "\nOther databases need their SQLAlchemy driver installed (see SQLAlchemy's dialects)."
+        ) from None
+    try:
+        dialect.import_dbapi()
+    except ImportError as e:
+        if name == "postgresql":
+            raise StoreError(f"db={mask(db)} needs the PostgreSQL driver psycopg 3, which is not installed: "
+                             f"{POSTGRES_INSTALL}") from None
+        raise StoreError(f"db={mask(db)} needs the driver of {url.drivername}, which is not installed ({e})") from None
+
+
+def _engine(url: URL, read_only: bool) -> Engine:
+    """An engine for ``url``; read-only: SQLite opened with ``mode=ro`` and ``query_only``, PostgreSQL sessions
+    whose transactions are READ ONLY."""
+    name = url.get_backend_name()
+    if name == "sqlite":
+        path = url.database
+        if read_only and path and path != ":memory:":
+            uri = f"file:{quote(path)}?mode=ro"
+            engine = create_engine(url, creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False))
+            event.listen(engine, "connect", _sqlite_read_only)
+        else:
+            engine = create_engine(url)
+            event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    args: dict[str, Any] = {}
+    if name == "postgresql":
+        args["connect_timeout"] = CONNECT_TIMEOUT_S
+        if read_only:
+            args["options"] = "-c default_transaction_read_only=on"
+    return create_engine(url, connect_args=args, pool_pre_ping=True)
+
+
+def _failure(url: URL, e: BaseException) -> StoreError:
+    """One message for a database error raised while opening or writing the store at ``url``."""
+    orig = getattr(e, "orig", None) or e
+    text = mask(str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__)
+    where = describe(url)
+    low = text.lower()
+    if "file is not a database" in low:
+        return StoreError(f"db={where} is not a SQLite database (SQLite: {text}): give another file name, or the "
+                          "URL of the store you meant")
+    if "disk is full" in low or "no space left" in low or "could not extend file" in low:
+        return StoreError(f"the disk under the results store is full ({where}): {text}. Free space there, or use "
+                          "another db=")
+    if "readonly database" in low or "read-only" in low or "permission denied" in low:
+        return StoreError(f"the results store {where} is not writable ({text}): fix its permissions (or chattr -i), "
+                          "or use another db=")
+    if url.get_backend_name() == "postgresql":
+        hint = ""
+        if "refused" in low or "timeout" in low or "timed out" in low or "could not translate host" in low:
+            hint = f"; is the server running, and is {url.host or 'localhost'}:{url.port or 5432} its address?"
+        return StoreError(f"cannot use the results store on the {where} as user {url.username or '(default)'}: "
+                          f"{text}{hint}")
+    return StoreError(f"the results store {where} failed: {type(orig).__name__}: {text}")
+
+
+@contextlib.contextmanager
+def _db_errors(url: URL) -> Iterator[None]:
+    """Database errors become one StoreError message naming the store (never the password)."""
+    from sqlalchemy.exc import DBAPIError, OperationalError
+
+    try:
+        yield
+    except (OperationalError, DBAPIError, sqlite3.Error) as e:
+        raise _failure(url, e) from None
+
+
+# ------------------------------------------------------------------------------------- versions and checks
+def _inspect(conn: Connection) -> tuple[int, list[str], list[str]]:
+    """(schema version, missing nullable columns, missing NOT NULL columns) of the store behind ``conn``.
+    Version 0: no ddlio table yet; 1: the tables written before versions were recorded (no meta table)."""
+    from sqlalchemy import inspect
+
+    insp = inspect(conn)
+    tables = set(insp.get_table_names())
+    if Meta.__tablename__ in tables:
+        value = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).scalar()
+        version = int(value) if value and str(value).isdigit() else 1
+    elif "points" in tables:
+        version = 1
+    else:
+        return 0, [], []
+    nullable, required = [], []
+    for table in Base.metadata.sorted_tables:
+        if table.name == Meta.__tablename__:
+            continue  # readers do without it (version 1); writers create it
+        if table.name not in tables:
+            nullable.append(table.name)  # a new table: created by a writer
+            continue
+        have = {c["name"] for c in insp.get_columns(table.name)}
+        for col in table.columns:
+            if col.name not in have:
+                (nullable if col.nullable else required).append(f"{table.name}.{col.name}")
+    return version, nullable, required
+
+
+def _check_sqlite_path(url: URL, db: str, write: bool) -> bool:
+    """Checks of a SQLite store's path before anything opens it; returns whether the file exists."""
+    path = Path(url.database or "")
+    if not url.database or url.database == ":memory:":
+        return False
+    if path.is_dir():
+        raise StoreError(f"db={path} is a directory: give a file path inside it (e.g. {path / 'results.db'})")
+    if not path.exists():
+        if not write:
+            raise StoreError(f"no results store at {path}: run a sweep first, or pass --db PATH")
+        anc = path.parent
+        while not anc.exists():
+            anc = anc.parent
+        if not anc.is_dir():
+            raise StoreError(f"db={path}: {anc} is a file, so the store cannot be created there")
+        if not os.access(anc, os.W_OK | os.X_OK):
+            raise StoreError(f"db={path} cannot be created: {anc} is not writable; give a directory you can write")
+        return False
+    if write:
+        for p, what in ((path, "file"), (path.parent, "directory (SQLite writes its journal beside the file)")):
+            if not os.access(p, os.W_OK):
+                raise StoreError(f"the results store {path} is read-only: its {what} {p} denies writing (permissions, "
+                                 "chattr +i or a read-only mount); fix that, or use another db=")
+    return True
+
+
+def _check_free_space(path: Path) -> None:
+    from experiments.units import format_size
+
+    anc = path.parent
+    while not anc.exists():
+        anc = anc.parent
+    st = os.statvfs(anc)
+    free = st.f_bavail * st.f_frsize
+    if free < MIN_FREE_BYTES:
+        raise StoreError(f"the disk under the results store is full: {format_size(free)} free at {anc} (the store "
+                         f"needs {format_size(MIN_FREE_BYTES)} to grow); free space there, or use another db=")
+
+
+def check_store(db: str, write: bool) -> int:
+    """Check the store ``db`` (a SQLite path or a SQLAlchemy URL) without writing anything: the dialect is known,
+    its driver installed, the server answers (within CONNECT_TIMEOUT_S seconds), the store is writable (``write``)
+    and its schema version one this ddlio can read (and, ``write``, upgrade). Returns the store's schema version
+    (0: no store yet). Raises :class:`StoreError` with one message otherwise."""
+    url = _parse(db)
+    _load_driver(url, db)
+    name = url.get_backend_name()
+    if name == "sqlite":
+        exists = _check_sqlite_path(url, db, write)
+        if write and url.database and url.database != ":memory:":
+            _check_free_space(Path(url.database))
+        if not exists:
+            return 0
+    engine = _engine(url, read_only=True)
+    try:
+        with _db_errors(url), engine.connect() as conn:
+            version, nullable, required = _inspect(conn)
+            if write and name == "postgresql":
+                _check_pg_writable(conn, url, version)
+            conn.rollback()
+    finally:
+        engine.dispose()
+    where = describe(url)
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"the results store {where} has schema version {version}, newer than this ddlio's "
+                         f"({SCHEMA_VERSION}): update ddlio (git pull && pip install -e .), or use another db")
+    if required:
+        raise StoreError(
+            f"the results store {where} lacks the NOT NULL column(s) {', '.join(required[:4])}, which cannot be added "
+            "to its existing rows: use a new db= and ingest the old run folders into it "
+            "(python -m analysis ingest DATA_ROOT/runs --db NEW)"
+        )
+    if not write and version == 0:
+        raise StoreError(f"no ddlio tables in {where}: run a sweep first, or pass --db")
+    if not write and nullable:
+        raise StoreError(
+            f"the results store {where} has schema version {version}; this ddlio reads version {SCHEMA_VERSION}: "
+            "upgrade it by running a writer on it once (python -m analysis ingest DATA_ROOT/runs --db ..., "
+            "or a sweep with db=...)"
+        )
+    return version
+
+
+def _check_pg_writable(conn: Connection, url: URL, version: int) -> None:
+    from sqlalchemy import text
+
+    where = describe(url)
+    if conn.execute(text("SELECT pg_is_in_recovery()")).scalar():
+        raise StoreError(f"the PostgreSQL server {where} is a read-only standby: give the primary's URL")
+    if version == 0:
+        ok = conn.execute(text("SELECT has_schema_privilege(current_schema(), 'CREATE')")).scalar()
+        what = "create tables in its schema"
+    else:
+        ok = conn.execute(text("SELECT has_table_privilege('points', 'INSERT, UPDATE')")).scalar()
+        what = "write its points table"
+    if not ok:
+        raise StoreError(f"the results store {where} is read-only for user {url.username or '(default)'}: it may "
+                         f"not {what}; grant it, or use another db=")
+
+
+def upgrade_schema(engine: Engine) -> list[str]:
+    """Create the store's tables, or bring a store written by an older ddlio up to this version (new tables, new
+    nullable columns: old rows simply have no value there), and record the version. Serialised across processes:
+    PostgreSQL by a transaction-scoped advisory lock, SQLite by an exclusive transaction, so writers that start
+    together on an empty store do not collide. Returns what was added."""
+    if engine.dialect.name == "sqlite":
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("BEGIN EXCLUSIVE")
+            try:
+                added = _upgrade(conn)
+            except BaseException:
+                conn.exec_driver_sql("ROLLBACK")
+                raise
+            conn.exec_driver_sql("COMMIT")
+            return added
     with engine.begin() as conn:
-        for table in Base.metadata.sorted_tables:
-            have = {c["name"] for c in insp.get_columns(table.name)}
-            for col in table.columns:
-                if col.name in have:
-                    continue
-                if not col.nullable:
-                    raise RuntimeError(
-                        f"the results store at {engine.url} predates column {table.name}.{col.name}, which cannot be "
-                        "added to existing rows: use a new db=... (or ingest the old run folders into one)"
-                    )
-                ddl = col.type.compile(dialect=engine.dialect)
-                conn.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{col.name}" {ddl}'))
-                added.append(f"{table.name}.{col.name}")
+        if engine.dialect.name == "postgresql":
+            conn.execute(select(func.pg_advisory_xact_lock(_PG_SCHEMA_LOCK)))
+        return _upgrade(conn)
+
+
+def _upgrade(conn: Connection) -> list[str]:
+    from sqlalchemy import delete, insert, text
+
+    version, nullable, required = _inspect(conn)
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"the results store has schema version {version}, newer than this ddlio's "
+                         f"({SCHEMA_VERSION}): update ddlio (git pull && pip install -e .)")
+    if required:
+        raise StoreError(f"the results store lacks the NOT NULL column(s) {', '.join(required[:4])}, which cannot "
+                         "be added to its existing rows: use a new db= and ingest the old run folders into it")
+    tables = set(Base.metadata.tables)
+    Base.metadata.create_all(conn)
+    added = []
+    for item in nullable:
+        if item in tables:
+            added.append(item)
+            continue
+        table_name, col_name = item.split(".")
+        col = Base.metadata.tables[table_name].columns[col_name]
+        ddl = col.type.compile(dialect=conn.dialect)
+        conn.execute(text(f'ALTER TABLE {table_name} ADD COLUMN "{col_name}" {ddl}'))
+        added.append(item)
+    if version != SCHEMA_VERSION:
+        conn.execute(delete(Meta).where(Meta.key == "schema_version"))
+        conn.execute(insert(Meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
     return added
 
 
@@ -645,6 +946,23 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+def _sqlite_read_only(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA query_only=ON")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
+def default_db() -> str:
+    """The store the analysis commands read when no --db is given: $DDLIO_DB, else the URL in the file named by
+    $DDLIO_DB_URL_FILE (mode 600), else ./results.db."""
+    if os.environ.get("DDLIO_DB"):
+        return os.environ["DDLIO_DB"]
+    if os.environ.get("DDLIO_DB_URL_FILE"):
+        return read_db_url_file(os.environ["DDLIO_DB_URL_FILE"])
+    return "results.db"
+
+
 def open_store(db: str | None, create: bool = False) -> Store:
-    """Open the store named by ``db`` (or $DDLIO_DB, or ./results.db)."""
-    return Store(db or os.environ.get("DDLIO_DB", "results.db"), create=create)
+    """Open the store named by ``db`` (or :func:`default_db`): read-only unless ``create`` (writers only)."""
+    return Store(db or default_db(), create=create)

@@ -22,6 +22,7 @@ from typing import Any
 from omegaconf import MISSING
 
 from experiments.errors import ConfigError
+from experiments.secrets import driver_db, mask
 from experiments.shell import ENV_NAME, SBATCH_OPTION, control_problems
 from experiments.units import format_size, parse_size
 
@@ -212,8 +213,10 @@ class DdlioConf:
     seed: int = 42
     # directory under which datasets (datasets/) and run folders (runs/) live
     data_root: str = "ddlio-data"
-    # results store: a SQLite file path or any SQLAlchemy URL
+    # results store: a SQLite file path or a SQLAlchemy URL (postgresql://user@host:5432/db)
     db: str = "results.db"
+    # a file (mode 600) holding the store's URL, password included; replaces db when set
+    db_url_file: str = ""
     # re-measure points that are already in the store
     force: bool = False
     # native: ddlio's own reader; tf: TensorFlow's tf.data (TFRecordDataset, or from_generator for other formats)
@@ -617,14 +620,17 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
 
     data_root = (base / os.path.expanduser(str(cfg["data_root"]))).resolve()
     check_writable_dir(problems, "data_root", data_root)
-    db = str(cfg["db"])
-    if "://" not in db:
-        dbp = (base / os.path.expanduser(db)).resolve()
+    try:
+        db = driver_db(cfg, base)
+    except ConfigError as e:
+        problems += e.problems
+        db = ""
+    if db and "://" not in db:
+        dbp = Path(db)
         if dbp.is_dir():
-            problems.append(f"db={db} is a directory: give a file path (results.db) or a SQLAlchemy URL")
+            problems.append(f"db={cfg['db']} is a directory: give a file path (results.db) or a SQLAlchemy URL")
         else:
             check_writable_dir(problems, "db", dbp.parent)
-        db = str(dbp)
 
     fs_type, lustre = "unknown", False
     if not any(p.startswith("data_root") for p in problems):
@@ -660,12 +666,12 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
         cache=w["cache"],
         workload_name=str(w.get("name", "custom")),
         data_root=str(data_root),
-        db=db,
+        db=mask(db),  # the password stays in the driver (sweep.py opens the store with driver_db)
         cluster=cl,
         fs_type=fs_type,
         striping_applicable=lustre,
         force=bool(cfg.get("force", False)),
-        overrides=tuple(overrides),
+        overrides=tuple(mask(o) for o in overrides),
         payload=payload,
         compute_time_stdev=float(cstdev),
         shuffle=w["shuffle"],

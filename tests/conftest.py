@@ -109,3 +109,49 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
         nodes=tuple(sorted({r[0] for r in up})),
         cpus_per_node=min(int(r[3]) for r in up),
     )
+
+
+# --- PostgreSQL test server (tests/cluster/postgres.sh) ------------------------------------------------------------
+
+#: the admin URL of the server tests/cluster/postgres.sh runs (a role with CREATEDB); override with DDLIO_TEST_PG_URL
+PG_ADMIN_URL = os.environ.get("DDLIO_TEST_PG_URL", "postgresql://ddlio:ddlio-ci@127.0.0.1:55432/postgres")
+
+
+def _pg_missing(reason: str) -> None:
+    """Skip, or fail under CI=true: CI starts the server, so its absence there is a failure, not a skip."""
+    msg = f"no PostgreSQL test server: {reason} (run tests/cluster/postgres.sh start)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(msg)
+    pytest.skip(msg)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> str:
+    """The admin URL of the running test server; skips (CI: fails) when psycopg or the server is missing."""
+    try:
+        import psycopg
+    except ImportError:
+        _pg_missing("psycopg is not installed (pip install -e '.[postgres]')")
+    try:
+        with psycopg.connect(PG_ADMIN_URL, connect_timeout=3) as conn:
+            conn.execute("select 1")
+    except psycopg.OperationalError as e:
+        _pg_missing(str(e).strip().splitlines()[0])
+    return PG_ADMIN_URL
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> Iterator[str]:
+    """A fresh, empty database on the test server for this test (``postgresql://user:pw@host:port/NAME``); dropped
+    afterwards, whatever connections the test left open."""
+    import uuid
+
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    name = f"ddlio_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server, autocommit=True, connect_timeout=3) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield make_url(pg_server).set(database=name).render_as_string(hide_password=False)
+    with psycopg.connect(pg_server, autocommit=True, connect_timeout=3) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
