@@ -22,9 +22,18 @@ from omegaconf import DictConfig, OmegaConf
 from experiments.config import register_configs
 
 register_configs()
-OmegaConf.register_new_resolver(
-    "ddlio_scratch", lambda: os.path.join(tempfile.gettempdir(), f"ddlio-hydra-{os.getuid()}"), replace=True
-)
+
+
+def _scratch() -> str:
+    """Hydra's own scratch directory, private to the user: in a multirun Hydra saves the composed config there
+    (multirun.yaml), a db password included."""
+    path = os.path.join(tempfile.gettempdir(), f"ddlio-hydra-{os.getuid()}")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+OmegaConf.register_new_resolver("ddlio_scratch", _scratch, replace=True)
 
 def _compose_each_point_once() -> None:
     """Hydra's sweeper composes every point once to check it, then its launcher composes it again to run it,

@@ -16,8 +16,9 @@ from typing import Any
 
 from experiments.errors import ConfigError
 
-#: ``scheme://user:PASSWORD@`` in any text (URLs, command lines, overrides, error messages)
-_PASSWORD_IN_URL = re.compile(r"(\b[A-Za-z][\w+.-]*://[^\s:/@?#]*:)([^\s@/]*)(@)")
+#: ``scheme://user:PASSWORD@`` in any text (URLs, command lines, error messages), also as Hydra's overrides
+#: spell it (``postgresql\://user\:PASSWORD@host``)
+_PASSWORD_IN_URL = re.compile(r"(\b[A-Za-z][\w+.-]*\\?://[^\s:/@?#\\]*\\?:)([^\s@/]*)(@)")
 MASK = "***"
 
 

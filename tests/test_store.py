@@ -33,9 +33,21 @@ def fake_result(spec, bandwidth=100.0, finished="2026-01-01T00:00:00Z"):
     }
 
 
-@pytest.fixture
-def store(tmp_path):
-    return Store(str(tmp_path / "r.db"))
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store(request, tmp_path):
+    """A new store: a SQLite file, and (marked postgres) a fresh database on the test PostgreSQL server."""
+    db = request.getfixturevalue("pg_url") if request.param == "postgresql" else str(tmp_path / "r.db")
+    s = Store(db)
+    yield s
+    s.engine.dispose()
+
+
+def rows(store, sql):
+    """The rows of ``sql`` on the store's own database (SQLite or PostgreSQL)."""
+    from sqlalchemy import text
+
+    with store.engine.connect() as c:
+        return [tuple(r) for r in c.execute(text(sql))]
 
 
 def test_result_is_stored_once(tmp_path, store):
@@ -51,9 +63,11 @@ def test_result_is_stored_once(tmp_path, store):
     assert got == ("completed", "hdf5", 100.0, 1, "cold")
     assert pd.isna(row.lat_p99_us)  # NaN stored as NULL
     assert len(epochs_frame(store)) == 1
-    with sqlite3.connect(tmp_path / "r.db") as c:  # a real SQLite file anyone can open
-        assert c.execute("select count(*) from epochs").fetchone() == (1,)
-        assert c.execute("select git_commit from environments").fetchone() == ("abc",)
+    assert rows(store, "select count(*) from epochs") == [(1,)]
+    assert rows(store, "select git_commit from environments") == [("abc",)]
+    if store.engine.dialect.name == "sqlite":
+        with sqlite3.connect(tmp_path / "r.db") as c:  # a real SQLite file anyone can open
+            assert c.execute("select count(*) from epochs").fetchone() == (1,)
 
 
 def test_failure_is_recorded_then_a_retry_replaces_it(tmp_path, store):
@@ -152,8 +166,7 @@ def test_points_measured_at_the_same_time_count_each_other(tmp_path, store):
         spec = point(tmp_path, f"format={fmt}")
         store.record_submitted(spec.to_dict(), "1", str(tmp_path))
         store.record({**fake_result(spec), "started_unix": a, "finished_unix": b, "result_id": fmt})
-    with sqlite3.connect(tmp_path / "r.db") as c:
-        got = dict(c.execute("select format, overlapping from points").fetchall())
+    got = dict(rows(store, "select format, overlapping from points"))
     assert got == {"hdf5": 1, "npz": 1, "tfrecord": 0}
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import shutil
 import sqlite3
 import subprocess
@@ -203,6 +204,25 @@ def test_ingest_of_a_missing_directory_creates_no_store(analysis, tmp_path):
     p = analysis("ingest", str(tmp_path / "nonexistent"), "--db", str(tmp_path / "r.db"))
     assert p.returncode == 2 and "does not exist" in p.stderr and "Traceback" not in p.stderr
     assert not (tmp_path / "r.db").exists()
+
+
+def test_passwords_are_masked_in_urls_command_lines_and_hydra_overrides():
+    from experiments.secrets import mask
+
+    assert mask("db=postgresql://u:s3cret@h:5432/d x") == "db=postgresql://u:***@h:5432/d x"
+    assert mask(r"db=postgresql\://u\:s3cret@h\:5432/d") == r"db=postgresql\://u\:***@h\:5432/d"  # as Hydra escapes
+    assert mask("postgresql://u@h/d") == "postgresql://u@h/d"  # nothing to mask: PGPASSWORD or ~/.pgpass
+    assert mask("sqlite:////data/a:b@c.db") == "sqlite:////data/a:b@c.db"  # a path, not a password
+
+
+def test_the_point_keys_do_not_depend_on_the_store(tmp_path):
+    """db is not part of what is measured: a password (masked in the point) or another store changes no key."""
+    a = point(tmp_path, "db=postgresql://u:first-secret@h:5432/d")
+    b = point(tmp_path, "db=postgresql://u:other-secret@h:5432/d")
+    c = point(tmp_path)
+    assert a.point_key == b.point_key == c.point_key and a.dataset_key == c.dataset_key
+    assert a.db == "postgresql://u:***@h:5432/d"
+    assert "first-secret" not in json.dumps(a.to_dict())
 
 
 # ------------------------------------------------------------------------------------------------ versions
