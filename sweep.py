@@ -231,7 +231,9 @@ def run() -> int:
         if isinstance(e, DdlioError):
             print(f"error: {e}", file=sys.stderr)
             return 2
-        print(f"error: {type(e).__name__}: {e}".splitlines()[0][:500], file=sys.stderr)
+        from experiments.secrets import mask
+
+        print(mask(f"error: {type(e).__name__}: {e}".splitlines()[0][:500]), file=sys.stderr)
         print("(an unexpected error in ddlio; set DDLIO_TRACEBACK=1 to see the traceback)", file=sys.stderr)
         return 1
 

@@ -55,9 +55,6 @@ def _clean(results: list[tuple[int, str, str]]) -> None:
 
 
 def test_two_sweeps_at_once_with_the_same_points_measure_each_once(tmp_path):
-    from analysis.store import Store
-
-    Store(str(tmp_path / "r.db"))  # TODO(store engineer): concurrent schema creation; drop once it has landed
     args = ["-m", "workload=tiny", "workload.epochs=1", "format=hdf5,npz"]
     results = _both(tmp_path, args, args)
     _clean(results)
@@ -68,9 +65,6 @@ def test_two_sweeps_at_once_with_the_same_points_measure_each_once(tmp_path):
 
 
 def test_two_sweeps_at_once_with_overlapping_points(tmp_path):
-    from analysis.store import Store
-
-    Store(str(tmp_path / "r.db"))  # TODO(store engineer): concurrent schema creation; drop once it has landed
     a = ["-m", "workload=tiny", "workload.epochs=1", "format=hdf5,npz"]
     b = ["-m", "workload=tiny", "workload.epochs=1", "format=npz,tfrecord"]
     results = _both(tmp_path, a, b)
