@@ -891,6 +891,7 @@ def _wait_slurm(pending: list[Pending], driver: _Driver, held: Sequence[PointSpe
                 js = states[p.job_id]
                 if js.state != "UNKNOWN":
                     p.state, p.reason = js.state, js.reason if js.state in WAITING else ""
+                    driver.observe(p.spec, p.state)  # queued / running in the life cycle
                 if p.state in WAITING:
                     p.pending_since = p.pending_since or now
                     p.never_polls = p.never_polls + 1 if reason_kind(p.reason) == NEVER else 0
