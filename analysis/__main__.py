@@ -22,6 +22,7 @@ COMMANDS = {
     "report": ("analysis.report", "one self-contained HTML report: sweeps, figures, guidelines, provenance"),
     "query": ("analysis.sql", "read-only SQL over the store (writes are refused)"),
     "export": ("analysis.export", "the points (or epochs) as CSV or Parquet"),
+    "import-darshan": ("analysis.import_darshan", "store Darshan logs of real applications beside the points"),
 }
 #: OS errors about a path the user gave (--db, --out, a directory): bad input, exit 2. FileNotFoundError also
 #: carries the store's "no results store at ...".

@@ -94,7 +94,8 @@ def parse_where(where: str | Filter | None) -> Filter | None:
 
 
 def analysis_frame(store: Store, where: str | Filter | None = None) -> pd.DataFrame:
-    """Completed points, one row each: :data:`CONFIG_COLUMNS` (``format_options`` as JSON text), ``repeat``,
+    """Completed points of sweeps (not observed runs, see :func:`observed_frame`), one row each:
+    :data:`CONFIG_COLUMNS` (``format_options`` as JSON text), ``repeat``,
     :data:`METRIC_COLUMNS` and provenance columns; read in one SQL query (fast on 100,000 points).
 
     ``where`` is a filter in the language of :mod:`analysis.where` over these columns (e.g.
@@ -108,12 +109,25 @@ def analysis_frame(store: Store, where: str | Filter | None = None) -> pd.DataFr
     for name in ANALYSIS_COLUMNS:
         col = Point.__table__.columns[name]
         cols.append(cast(col, Text).label(name) if name == "format_options" else col)
-    stmt = select(*cols).where(Point.status == "completed").order_by(Point.point_key)
+    from sqlalchemy import or_
+
+    # the sweep's own points: observed runs (imported Darshan logs) are shown beside them, never compared as them
+    own = or_(Point.source.is_(None), Point.source != "darshan")
+    stmt = select(*cols).where(Point.status == "completed", own).order_by(Point.point_key)
     df = _read(store, stmt)
     df["striping_applicable"] = df["striping_applicable"].astype("boolean")
     for c in METRIC_COLUMNS:
         df[c] = df[c].astype("float64")
     return checked.apply(df) if checked else df
+
+
+def observed_frame(store: Store) -> pd.DataFrame:
+    """Observed runs (imported Darshan logs, ``source = darshan``), one row each: label, job, ranks, format,
+    access, stripe layout, files, POSIX reads, bytes and ``agg_perf_by_slowest_mib_s`` (MiB/s)."""
+    cols = [Point.point_key, Point.label, Point.job_id, Point.ranks, Point.format, Point.access, Point.stripe_count,
+            Point.stripe_size, Point.num_files, Point.posix_reads, Point.posix_bytes_read, Point.sample_size,
+            Point.amplification, Point.agg_perf_by_slowest_mib_s, Point.io_time_slowest_s, Point.run_dir]
+    return _read(store, select(*cols).where(Point.source == "darshan").order_by(Point.point_key))
 
 
 def parse_hists(texts: list[str] | pd.Series) -> np.ndarray:
