@@ -95,9 +95,6 @@ def test_a_claim_left_by_a_dead_driver_is_taken_over(sweep, tmp_path):
 @pytest.mark.slurm
 def test_two_slurm_sweeps_at_once_submit_each_point_once(slurm_cluster, tmp_path):
     """The same on the one-box Slurm: each point goes out as one array task, whose id the store holds."""
-    from analysis.store import Store
-
-    Store(str(tmp_path / "r.db"))  # TODO(store engineer): concurrent schema creation; drop once it has landed
     args = ["-m", "cluster=slurm", "workload=tiny", "workload.epochs=1", "repeat=0,1,2"]
     _clean(_both(tmp_path, args, args, timeout=600))
     with sqlite3.connect(tmp_path / "r.db") as c:
