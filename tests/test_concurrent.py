@@ -1,5 +1,6 @@
 """Two drivers at once on one store and data_root (two terminals): every point is measured exactly once, both
-commands exit 0 and report every point, and no traceback. Real subprocesses of sweep.py, real SQLite."""
+commands exit 0 and report every point, and no traceback. Real subprocesses of sweep.py, real SQLite (and the real
+PostgreSQL test server, tests/cluster/postgres.sh)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from conftest import SWEEP, cli_env
 
 
 def _start(tmp_path: Path, *overrides: str) -> subprocess.Popen:
-    args = [sys.executable, str(SWEEP), *overrides, f"data_root={tmp_path / 'data'}", f"db={tmp_path / 'r.db'}"]
+    args = [sys.executable, str(SWEEP), *overrides, f"data_root={tmp_path / 'data'}"]
+    if not any(o.startswith("db=") for o in overrides):
+        args.append(f"db={tmp_path / 'r.db'}")
     return subprocess.Popen(args, cwd=tmp_path, env=cli_env(tmp_path), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
@@ -33,11 +36,17 @@ def _both(tmp_path: Path, a: list[str], b: list[str], timeout: float = 300) -> l
     return out
 
 
-def _measured_once(tmp_path: Path, n: int) -> None:
+def _measured_once(tmp_path: Path, n: int, db: str = "") -> None:
     """Each point: completed once (one attempt), one submitit job in its run folder, and that job's id is the
     store's; one kernel result, no archived earlier attempt."""
-    with sqlite3.connect(tmp_path / "r.db") as c:
-        rows = c.execute("select point_key, status, attempts, job_id, run_dir, claim_token from points").fetchall()
+    from sqlalchemy import create_engine, text
+
+    from analysis.store import db_url
+
+    engine = create_engine(db_url(db or str(tmp_path / "r.db")))
+    with engine.connect() as c:
+        rows = c.execute(text("select point_key, status, attempts, job_id, run_dir, claim_token from points")).all()
+    engine.dispose()
     assert len(rows) == n
     for key, status, attempts, job_id, run_dir, claim in rows:
         assert (status, attempts, claim) == ("completed", 1, None), key
@@ -62,6 +71,13 @@ def test_two_sweeps_at_once_with_the_same_points_measure_each_once(tmp_path):
     for _, stdout, _ in results:  # each command reports both points, measured by itself or by the other
         assert stdout.count("MiB/s") == 2, stdout
     assert sum(stdout.count("(measured by another driver)") for _, stdout, _ in results) == 2, results
+
+
+@pytest.mark.postgres
+def test_two_sweeps_at_once_on_postgresql(pg_url, tmp_path):
+    args = ["-m", "workload=tiny", "workload.epochs=1", "format=hdf5,npz", f"db={pg_url}"]
+    _clean(_both(tmp_path, args, args))
+    _measured_once(tmp_path, 2, pg_url)
 
 
 def test_two_sweeps_at_once_with_overlapping_points(tmp_path):

@@ -216,3 +216,4 @@ def test_the_file_system_layer_is_stored_and_an_older_store_gains_it(tmp_path):
     with sqlite3.connect(db) as c:
         assert c.execute("select posix_reads, posix_size_hist from epochs").fetchone() == (
             70, "[0, 10, 60, 0, 0, 0, 0, 0, 0, 0]")
+
