@@ -46,9 +46,10 @@ from experiments.errors import DdlioError
 from experiments.secrets import mask, mask_any, read_db_url_file
 
 #: version of the store's tables, recorded in its ``ddlio_meta`` table. 1: the tables as written before versions were
-#: recorded (no meta table); 2: + ``ddlio_meta``. A change to the tables bumps it; writers (sweep.py, ``analysis
+#: recorded (no meta table); 2: + ``ddlio_meta``; 3: + ``points.agg_perf_by_slowest_mib_s`` (imported Darshan
+#: logs; the file-system layer's columns came with 2). A change to the tables bumps it; writers (sweep.py, ``analysis
 #: ingest``) upgrade an older store (new tables, new nullable columns), readers refuse a store newer than this.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class Base(DeclarativeBase):
