@@ -2,9 +2,9 @@
 
 Tables: ``sweeps`` (one per ``sweep.py`` call), ``sweep_points`` (which points a sweep asked for and what it did
 with each), ``points`` (one per point key: config as columns, status, error, job, and the run's Darshan-style
-totals), ``epochs`` (per-epoch measurements with latency histograms and per-rank figures) and ``environments``
-(versions, host, git commit; shared by the points measured in the same environment) and ``measurements`` (every
-outcome of every point: its history).
+totals, and the claim of the driver that holds it), ``epochs`` (per-epoch measurements with latency histograms and
+per-rank figures), ``environments`` (versions, host, git commit; shared by the points measured in the same
+environment) and ``measurements`` (every outcome of every point: its history).
 
 Ingest is idempotent: a point is keyed by its point key; storing the same record twice changes nothing. Every
 outcome is kept in ``measurements`` (the point's history); the newest is the point's current state, a failed
