@@ -94,6 +94,9 @@ class Calls:
     outside: list[tuple[str, str]] = field(default_factory=list)  # squeue/sacct calls before the first poll
     sbatch: int = 0
     scancel: int = 0
+    first_sbatch_unix: float | None = None  # when the first sbatch call started (seconds since the epoch)
+    poll_unix: list[float] = field(default_factory=list)  # when each poll started
+    polls_by_pid: dict[int, int] = field(default_factory=dict)
 
     @property
     def per_poll(self) -> list[int]:
@@ -119,13 +122,16 @@ def read_calls(log: Path, pids: set[int]) -> Calls:
         cols = line.split("\t", 3)
         if len(cols) < 4 or not cols[1].isdigit() or int(cols[1]) not in pids:
             continue
-        _, _, name, args = cols
+        at, pid, name, args = float(cols[0]), int(cols[1]), cols[2], cols[3]
         if name == "sbatch":
             calls.sbatch += 1
+            calls.first_sbatch_unix = calls.first_sbatch_unix or at
         elif name == "scancel":
             calls.scancel += 1
         elif name == "squeue" and POLL_MARK in args and "-j" in args.split():
             calls.polls.append([(name, args)])
+            calls.poll_unix.append(at)
+            calls.polls_by_pid[pid] = calls.polls_by_pid.get(pid, 0) + 1
         elif calls.polls:
             calls.polls[-1].append((name, args))
         else:
@@ -137,6 +143,7 @@ def read_calls(log: Path, pids: set[int]) -> Calls:
 class Run:
     rc: int
     wall_s: float
+    start_unix: float  # when the driver was started (seconds since the epoch)
     pids: set[int]
     log: Path
 
@@ -150,7 +157,7 @@ def sweep_argv(points: int, parallel: int, data_root: Path, db: Path, extra: lis
 def run_drivers(argv: list[str], copies: int, env: dict[str, str], out: Path, timeout_s: float) -> list[Run]:
     """Start ``copies`` drivers of the same command at once; wait for all (killed after ``timeout_s``)."""
     procs = []
-    t0 = time.perf_counter()
+    t0, start = time.perf_counter(), time.time()
     for i in range(copies):
         log = out.with_name(f"{out.stem}-{i}.log") if copies > 1 else out
         fh = open(log, "w")  # noqa: SIM115 - closed below
@@ -164,7 +171,7 @@ def run_drivers(argv: list[str], copies: int, env: dict[str, str], out: Path, ti
             rc = p.wait()
             print(f"campaign: a driver ran past --timeout ({timeout_s:.0f} s) and was stopped; see {log}")
         fh.close()
-        runs.append(Run(rc, time.perf_counter() - t0, {p.pid}, log))
+        runs.append(Run(rc, time.perf_counter() - t0, start, {p.pid}, log))
     return runs
 
 
@@ -255,9 +262,12 @@ def exactly_once(name: str, db: Path, n: int, runs: list[Run]) -> tuple[StoreChe
 
 def describe_calls(c: Calls, points: int) -> str:
     per = c.per_poll or [0]
-    return (f"{len(c.polls)} polls for {points} points; squeue+sacct calls per poll: mean {statistics.mean(per):.2f}, "
-            f"max {max(per)}; most job ids in one call: {c.max_ids}; calls outside polls: {len(c.outside)}; "
-            f"sbatch calls: {c.sbatch}, scancel calls: {c.scancel}")
+    gaps = [b - a for a, b in zip(c.poll_unix, c.poll_unix[1:], strict=False)]
+    sacct = sum(any(name == "sacct" for name, _ in p) for p in c.polls)
+    return (f"{len(c.polls)} polls for {points} points (every {statistics.mean(gaps or [0]):.1f} s on average; "
+            f"polls by driver PID: {c.polls_by_pid or {}}); squeue+sacct calls per poll: mean "
+            f"{statistics.mean(per):.2f}, max {max(per)} ({sacct} poll(s) asked sacct); most job ids in one call: "
+            f"{c.max_ids}; calls outside polls: {len(c.outside)}; sbatch calls: {c.sbatch}, scancel calls: {c.scancel}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -296,7 +306,8 @@ def _bench(args: argparse.Namespace, work: Path) -> int:
     db = args.db or data_root / "results.db"
     data_root.mkdir(parents=True, exist_ok=True)
     argv = sweep_argv(n, slots, data_root, db, args.sweep_arg)
-    print(f"campaign: {n} points, array_parallelism {slots}, data_root {data_root}, db {db}")
+    print(f"campaign: {n} points, array_parallelism {slots}, data_root {data_root}, db {db}; "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     print("  " + " ".join(a if "," not in a else a.split("=")[0] + f"=0,...,{n - 1}" for a in argv[1:]))
     failed: list[str] = []
 
@@ -311,12 +322,18 @@ def _bench(args: argparse.Namespace, work: Path) -> int:
     print(f"  wall / N = {run.wall_s / n:.2f} s per point; ideal wall with {slots} slots = Σ/{slots} = "
           f"{total / slots:.1f} s; overhead per point = (wall × {slots} − Σ) / N = "
           f"{(run.wall_s * slots - total) / n:.2f} slot-seconds")
+    if calls.first_sbatch_unix:
+        startup = calls.first_sbatch_unix - run.start_unix
+        print(f"  start-up (command start -> first sbatch: Hydra composes every point, store and cluster checks, "
+              f"claims): {startup:.1f} s; after it: overhead per point = ((wall − start-up) × {slots} − Σ) / N = "
+              f"{((run.wall_s - startup) * slots - total) / n:.2f} slot-seconds")
     print("  " + describe_calls(calls, n))
     if calls.per_poll and max(calls.per_poll) > 2:
         failed.append(f"a poll made {max(calls.per_poll)} squeue/sacct calls (bound: 2)")
 
     rerun = run_drivers(argv, 1, env, work / "rerun.log", args.timeout)[0]
     rc = read_calls(calls_log, rerun.pids)
+    print(f"  load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[1]:.1f} (5 min)")
     print(f"rerun: exit {rerun.rc}, wall {rerun.wall_s:.1f} s, sbatch calls {rc.sbatch}, "
           f"squeue/sacct calls {sum(rc.per_poll) + len(rc.outside)}")
     if rerun.rc != 0 or rc.sbatch:
