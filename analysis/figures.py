@@ -72,6 +72,27 @@ def draw_config_bars(frame: pd.DataFrame, title: str) -> Figure:
     return fig
 
 
+def draw_amplification(frame: pd.DataFrame) -> Figure:
+    """Amplification per format × access × configuration (horizontal bars, mean of repetitions ±1 std), with the
+    line at 1 where the file system served exactly the bytes the reader returned; ``frame`` from
+    :func:`analysis.frames.amplification_frame`."""
+    n = len(frame)
+    names = (frame["format"] + "/" + frame["access"] + " " + frame["label"]).tolist()
+    fig, axes = _figure(8.0, max(2.5, 0.28 * n + 1.2), left=0.4 + 0.075 * max(len(t) for t in names))
+    ax = axes[0, 0]
+    y = np.arange(n)
+    ax.barh(y, frame["mean"].to_numpy(dtype=float), xerr=_yerr(frame["std"]), color="#aa7744", ecolor="#222222",
+            capsize=2 if n <= 40 else 0)
+    ax.axvline(1.0, color="#222222", linewidth=1, linestyle="--")
+    ax.set_yticks(y, names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(1.1, float(np.nanmax(frame["mean"].to_numpy(dtype=float))) * 1.1))
+    ax.set_xlabel(F.METRICS["amplification"][0])
+    ax.grid(axis="x", alpha=0.3)
+    fig.suptitle("what the file system served per byte returned (mean of repetitions, ±1 std; 1 = no amplification)")
+    return fig
+
+
 def _stripe_ticks(values: list[int]) -> tuple[dict[int, int], list[str]]:
     order = sorted(values, key=lambda v: (v > 0, v if v > 0 else -v))  # default, all, then 1, 2, 4 ...
     return {v: i for i, v in enumerate(order)}, [F.stripe_name(v).replace("OST", "") for v in order]
@@ -242,6 +263,13 @@ def plan_figures(points: pd.DataFrame, keys: pd.Series, hists: np.ndarray, trace
                               skipped=f"one node count measured ({int(best['nodes'].iloc[0])}): nothing to scale"))
     jobs.append(FigureJob("best_heatmap", "best stripe layout per format × access and node count",
                           partial(draw_heatmap, *F.heatmap_frame(best))))
+    amp = F.amplification_frame(cfg)
+    if amp.empty:
+        jobs.append(FigureJob("amplification", "amplification per format and layout",
+                              skipped="no file-system layer stored (points measured before it existed)"))
+    else:
+        jobs.append(FigureJob("amplification", "amplification per format and layout (file-system bytes / bytes "
+                              "returned)", partial(draw_amplification, amp)))
     lat = F.latency_frame(points, keys, hists)
     if lat.empty:
         jobs.append(FigureJob("latency", "read-latency distribution", skipped="no latency histograms stored"))

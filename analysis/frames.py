@@ -24,6 +24,7 @@ METRICS: dict[str, tuple[str, bool]] = {
     "wall_time_s": ("runtime (s)", False),
     "samples_per_s": ("throughput (samples/s)", True),
     "au": ("accelerator utilisation (0–1)", True),
+    "amplification": ("amplification (file-system bytes / bytes returned)", False),
     "lat_p50_us": ("median read latency (µs)", False),
     "lat_p99_us": ("p99 read latency (µs)", False),
 }
@@ -98,6 +99,18 @@ def configs(points: pd.DataFrame, metrics: list[str] | None = None) -> pd.DataFr
         out.loc[dup, "label"] = out.loc[dup, "label"] + " #" + out.loc[dup, "config_id"].astype(str)
     return out[cols].sort_values(["format", "access", "nodes", "ranks", "stripe_count", "stripe_size",
                                   "sample_size", "config_id"]).reset_index(drop=True)
+
+
+def amplification_frame(cfg: pd.DataFrame) -> pd.DataFrame:
+    """Amplification per configuration (file-system bytes / bytes the reader returned; 1 = exactly what was
+    asked for): columns format, access, label, mean, std, n, in the paper's order; configurations measured
+    without the file-system layer (older points) are left out."""
+    cols = ["format", "access", "label", "mean", "std", "n"]
+    if cfg.empty or "amplification_mean" not in cfg.columns:
+        return pd.DataFrame(columns=cols)
+    df = cfg[cfg["amplification_mean"].notna()]
+    df = df.rename(columns={"amplification_mean": "mean", "amplification_std": "std"})
+    return df[cols].reset_index(drop=True)
 
 
 def config_bars_frame(cfg: pd.DataFrame, format: str, access: str) -> pd.DataFrame:

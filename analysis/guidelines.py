@@ -272,9 +272,27 @@ def format_guidelines(points: pd.DataFrame, st: Settings | None = None) -> pd.Da
             verdict, reason = "cannot decide", f"repetitions missing: {ru.name} has {ru.n}, need {st.min_repeats}"
         if not verdict:
             verdict, reason = "recommend", f"{best.name} {_ci(best)} vs {ru.name} {_ci(ru)}"
-        row.update(verdict=verdict, reason=reason)
+        row.update(verdict=verdict, reason=reason + _amplification_note(sc, [best.name, ru.name]))
         rows.append(row)
     return pd.DataFrame(rows).reindex(columns=FORMAT_COLUMNS)
+
+
+#: amplification this far from 1 (or further) is cited in a format verdict's reason
+AMPLIFICATION_NOTE = 0.05
+
+
+def _amplification_note(sc: pd.DataFrame, formats: list[str]) -> str:
+    """Why, at the file system: the formats (best, runner-up) whose reads made the file system serve more (or
+    fewer) bytes than the reader returned, with their mean amplification in the scenario; '' when none differs
+    from 1 by AMPLIFICATION_NOTE or more, or the points predate the file-system layer."""
+    if "amplification" not in sc.columns:
+        return ""
+    amp = sc.groupby("format")["amplification"].mean()
+    cited = [f"{f} {amp[f]:.2f}x" for f in formats if f in amp and amp[f] == amp[f]
+             and abs(amp[f] - 1) >= AMPLIFICATION_NOTE]
+    if not cited:
+        return ""
+    return "; amplification (file-system bytes / bytes returned): " + ", ".join(cited)
 
 
 # ------------------------------------------------------------------------------------------------ statements

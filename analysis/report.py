@@ -122,7 +122,7 @@ def build_report(store: Store, where: str | None = None, title: str = "ddlio rep
     from analysis import frames as F
     from analysis import guidelines as G
     from analysis.figures import build_figures, png_bytes
-    from analysis.query import analysis_frame, hist_frame, summary_frame
+    from analysis.query import analysis_frame, hist_frame, observed_frame, summary_frame
 
     points = analysis_frame(store, where)
     summary = summary_frame(store)
@@ -141,17 +141,29 @@ def build_report(store: Store, where: str | None = None, title: str = "ddlio rep
     sw = sweeps_frame(store)
     parts.append(html_table(sw) if len(sw) else "<p>No sweep recorded (points were ingested).</p>")
     cfg = F.configs(points)
-    shown = cfg[["format", "access", "label", "n", "bandwidth_mib_s_mean", "bandwidth_mib_s_std", "iops_mean",
-                 "io_time_slowest_s_mean", "wall_time_s_mean", "lat_p50_us_mean", "lat_p99_us_mean"]]
+    shown = cfg.reindex(columns=["format", "access", "label", "n", "bandwidth_mib_s_mean", "bandwidth_mib_s_std",
+                                 "iops_mean", "io_time_slowest_s_mean", "wall_time_s_mean", "lat_p50_us_mean",
+                                 "lat_p99_us_mean", "amplification_mean"])
     shown = shown.rename(columns={
         "label": "configuration", "n": "repetitions", "bandwidth_mib_s_mean": "bandwidth MiB/s",
         "bandwidth_mib_s_std": "± std", "iops_mean": "IOPS", "io_time_slowest_s_mean": "I/O time s",
-        "wall_time_s_mean": "runtime s", "lat_p50_us_mean": "p50 µs", "lat_p99_us_mean": "p99 µs"})
+        "wall_time_s_mean": "runtime s", "lat_p50_us_mean": "p50 µs", "lat_p99_us_mean": "p99 µs",
+        "amplification_mean": "amplification"})
     parts.append(f"<h3>Configurations ({len(cfg)}; mean of repetitions)</h3>")
     parts.append(html_table(shown.head(MAX_CONFIG_ROWS)))
     if len(cfg) > MAX_CONFIG_ROWS:
         parts.append(f"<p class='note'>{len(cfg) - MAX_CONFIG_ROWS} more configurations: "
                      "<code>python -m analysis export</code> has them all.</p>")
+    observed = observed_frame(store)
+    if len(observed):
+        obs = observed.drop(columns=["point_key"]).rename(columns={
+            "label": "observed run (Darshan log)", "agg_perf_by_slowest_mib_s": "agg_perf_by_slowest MiB/s",
+            "io_time_slowest_s": "agg_time_by_slowest s", "sample_size": "mean read bytes", "run_dir": "log"})
+        parts.append(f"<h3>Observed runs ({len(observed)}; imported Darshan logs, not emulated)</h3>"
+                     "<p class='note'>Real applications' runs as Darshan recorded them (POSIX module; bandwidth as "
+                     "Darshan derives agg_perf_by_slowest, read and written bytes), beside the sweep's points; "
+                     "they are not part of the guidelines or the figures' comparisons.</p>")
+        parts.append(html_table(obs.head(MAX_CONFIG_ROWS)))
     failed = summary[summary["status"] == "failed"]
     if len(failed):
         f = failed[["label", "repeat", "error"]].copy()

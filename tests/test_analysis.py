@@ -25,7 +25,8 @@ from helpers import point
 
 
 def result_record(base: dict, *, bandwidth: float, lustre: bool = True, hist_bucket: int = 60,
-                  run_dir: str | None = None, finished: str = "2026-01-01T00:00:00Z", **config) -> dict:
+                  run_dir: str | None = None, finished: str = "2026-01-01T00:00:00Z",
+                  amplification: float | None = None, **config) -> dict:
     """A result record of the shape the kernel writes (tests/test_store.py::fake_result), for the point ``base``
     changed by ``config`` (format, access, stripe_count, nodes, ppn, repeat ...); bandwidth in MiB/s."""
     p = copy.deepcopy(base)
@@ -46,6 +47,9 @@ def result_record(base: dict, *, bandwidth: float, lustre: bool = True, hist_buc
         "lat_p99_us": 30.0, "cache": "cold", "residency_before": 1.0, "residency_after": 0.0, "cache_note": "",
         "hist": hist, "ranks": [],
     }
+    if amplification is not None:  # the file-system layer: what the file system served
+        epoch.update(posix_reads=p["samples"], posix_bytes_read=round(nbytes * amplification),
+                     amplification=amplification)
     totals = {k: v for k, v in epoch.items() if k not in ("epoch", "hist", "ranks", "cache_note")}
     layout = {"applicable": lustre, "reason": "" if lustre else "ext4 is not Lustre: striping not applied",
               "requested": {"stripe_count": p["stripe_count"]}, "applied": {"stripe_count": p["stripe_count"]}}
@@ -262,6 +266,40 @@ def test_format_guideline_pools_stripe_counts_off_lustre(tmp_path):
     r = fmt.iloc[0]
     assert (r["verdict"], r["best"], r["best_layout"], r["best_n"]) == ("recommend", "tfrecord", "pooled, not Lustre",
                                                                          4)
+
+
+def test_format_verdicts_cite_amplification_where_it_differs_from_1(tmp_path):
+    rows = [dict(format=f, repeat=i, bandwidth=v + i, lustre=False, amplification=a)
+            for f, v, a in (("hdf5", 50.0, 3.6), ("bin", 500.0, 1.0)) for i in range(3)]
+    pts = analysis_frame(build_store(tmp_path, rows))
+    r = G.format_guidelines(pts).iloc[0]
+    assert r["best"] == "bin" and r["reason"].endswith(
+        "; amplification (file-system bytes / bytes returned): hdf5 3.60x")  # bin's 1.00 is not cited
+    assert F.amplification_frame(F.configs(pts))[["format", "mean"]].values.tolist() == [["bin", 1.0],
+                                                                                          ["hdf5", 3.6]]
+    same = analysis_frame(build_store(tmp_path, [dict(r, amplification=1.0) for r in rows], name="one.db"))
+    assert "amplification" not in G.format_guidelines(same).iloc[0]["reason"]
+
+
+def test_amplification_figure_and_its_absence(tmp_path):
+    from analysis.figures import draw_amplification, plan_figures
+
+    rows = [dict(format=f, repeat=i, bandwidth=100.0, lustre=False, amplification=a + 0.1 * i)
+            for f, a in (("hdf5", 3.5), ("bin", 1.0)) for i in range(2)]
+    pts = analysis_frame(build_store(tmp_path, rows))
+    frame = F.amplification_frame(F.configs(pts))
+    fig = draw_amplification(frame)
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "amplification (file-system bytes / bytes returned)"
+    assert [p.get_width() for p in ax.patches] == pytest.approx([1.05, 3.55])
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["bin/shared 1N-1P-1OST", "hdf5/shared 1N-1P-1OST"]
+    assert any(list(line.get_xdata()) == [1.0, 1.0] for line in ax.get_lines())  # the line at 1
+    keys, hists = hist_frame(Store(str(tmp_path / "r.db")), pts["point_key"].tolist())
+    jobs = {j.name: j for j in plan_figures(pts, keys, hists, traces=False)}
+    assert jobs["amplification"].draw is not None
+    old = analysis_frame(build_store(tmp_path, [dict(r, amplification=None) for r in rows], name="old.db"))
+    jobs = {j.name: j for j in plan_figures(old, keys, hists, traces=False)}
+    assert "no file-system layer stored" in jobs["amplification"].skipped
 
 
 def test_bootstrap_is_seeded(tmp_path):

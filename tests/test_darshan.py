@@ -90,10 +90,16 @@ def test_a_shared_file_log_is_shared_with_its_size_histogram(tmp_path):
                          (str(lustre.resolve()),)).fetchone() == (24, 1048576)
 
 
-def test_observed_points_stay_out_of_the_emulated_analysis(tmp_path):
+def test_observed_points_stay_out_of_the_emulated_analysis_and_are_in_the_report(tmp_path):
+    from analysis.report import build_report
+
     db = tmp_path / "r.db"
-    assert run(str(LOGS[0]), "--db", str(db)) == 0
-    assert analysis_frame(Store(str(db), create=False)).empty  # figures and guidelines compare sweep points only
+    log = BASE / "examples/example_logs/ior_hdf5_example.darshan"
+    assert run(str(log), "--db", str(db)) == 0
+    store = Store(str(db), create=False)
+    assert analysis_frame(store).empty  # figures and guidelines compare sweep points only
+    html = build_report(store)
+    assert "Observed runs (1; imported Darshan logs, not emulated)" in html and "observed: " in html
 
 
 def test_a_workload_preset_derived_from_a_log_is_a_valid_workload(tmp_path, capsys):
