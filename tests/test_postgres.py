@@ -25,24 +25,32 @@ SWEEP = ["-m", "workload=tiny", "format=hdf5,npz"]
 
 
 @pytest.fixture(scope="session")
-def pg_secret_role(pg_server: str) -> tuple[str, str]:
-    """A login role with a password no other string in a test run contains (set anew each session)."""
+def pg_role(pg_server: str):
+    """``pg_role()`` -> (name, password): a new login role, its name and password unique to this test session (two
+    sessions on one server never share one); every role made is dropped when the session ends."""
     import psycopg
 
-    name, password = "ddlio_secret", f"pw-{uuid.uuid4().hex}"
+    made: list[str] = []
+
+    def make() -> tuple[str, str]:
+        name, password = f"ddlio_role_{uuid.uuid4().hex[:12]}", f"pw-{uuid.uuid4().hex}"
+        with psycopg.connect(pg_server, autocommit=True, connect_timeout=3) as conn:
+            conn.execute(f"CREATE ROLE {name} LOGIN PASSWORD '{password}'")
+        made.append(name)
+        return name, password
+
+    yield make
     with psycopg.connect(pg_server, autocommit=True, connect_timeout=3) as conn:
-        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone() is None:
-            conn.execute(f"CREATE ROLE {name} LOGIN")
-        conn.execute(f"ALTER ROLE {name} PASSWORD '{password}'")
-    return name, password
+        for name in made:  # their databases are gone (pg_url drops each after its test)
+            conn.execute(f"DROP ROLE IF EXISTS {name}")
 
 
 @pytest.fixture
-def secret_url(pg_url: str, pg_server: str, pg_secret_role: tuple[str, str]) -> str:
-    """``postgresql://ddlio_secret:PASSWORD@host:port/DB``: the test's database, owned by the secret role."""
+def secret_url(pg_url: str, pg_server: str, pg_role) -> str:
+    """``postgresql://ROLE:PASSWORD@host:port/DB``: the test's database, owned by a role of its own."""
     import psycopg
 
-    name, password = pg_secret_role
+    name, password = pg_role()
     db = make_url(pg_url).database
     with psycopg.connect(pg_server, autocommit=True, connect_timeout=3) as conn:
         conn.execute(f'ALTER DATABASE "{db}" OWNER TO {name}')
@@ -138,3 +146,31 @@ def test_pgpassword_pgpass_and_db_url_file_keep_the_password_off_the_command_lin
     p = run_cli(["-m", "analysis", "summary"], tmp_path, tmp_path, DDLIO_DB_URL_FILE=str(url_file))
     assert p.returncode == 0 and "1 points: 1 completed" in p.stdout, p.stderr
 
+
+
+def test_a_role_that_may_only_read_is_refused_by_writers_and_served_to_readers(sweep, analysis, pg_url, pg_server,
+                                                                              pg_role, tmp_path):
+    import psycopg
+    from test_store import fake_result
+
+    from analysis.store import Store
+    from helpers import point
+
+    store = Store(pg_url)
+    store.record(fake_result(point(tmp_path)))
+    store.engine.dispose()
+    name, password = pg_role()
+    db = make_url(pg_url).database
+    with psycopg.connect(pg_server, autocommit=True, connect_timeout=3) as conn:
+        conn.execute(f'GRANT CONNECT ON DATABASE "{db}" TO {name}')
+    with psycopg.connect(make_url(pg_server).set(database=db).render_as_string(hide_password=False),
+                         autocommit=True, connect_timeout=3) as conn:
+        conn.execute(f"GRANT USAGE ON SCHEMA public TO {name}")
+        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {name}")
+    reader = make_url(pg_url).set(username=name, password=password).render_as_string(hide_password=False)
+    p = sweep("workload=tiny", f"db={reader}")
+    assert p.returncode == 2 and f"is read-only for user {name}" in p.stderr and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) <= 12 and password not in p.stderr
+    assert not (tmp_path / "data").exists()
+    p = analysis("summary", "--db", reader)
+    assert p.returncode == 0 and "1 points: 1 completed" in p.stdout, p.stderr
