@@ -36,7 +36,7 @@ def test_ctrl_c_stops_the_sweep_quietly_and_a_rerun_resumes(sweep, tmp_path):
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         end = time.monotonic() + 120
-        while not list((tmp_path / "data" / "runs").glob("*/kernel.json")) and time.monotonic() < end:
+        while not list((tmp_path / "data" / "runs").rglob("kernel.json")) and time.monotonic() < end:
             time.sleep(0.2)  # the point is running: its kernel spec is written
         assert proc.poll() is None, proc.communicate()[0]
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
