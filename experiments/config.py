@@ -32,6 +32,8 @@ READERS = ("native", "tf")
 ORDERS = ("given", "random")
 CACHE_POLICIES = ("cold", "warm", "storage_cold")
 EXECUTORS = ("local", "slurm")
+#: what a point returns to a Hydra sweeper (a stored total; every one is higher-is-better)
+OBJECTIVES = ("bandwidth_mib_s", "samples_per_s", "au", "iops")
 #: Largest sample the kernel will hold in one buffer (bytes).
 MAX_SAMPLE_SIZE = 2 * 1024**3
 #: Longest time limit a point may ask for (minutes): a year
@@ -229,6 +231,9 @@ class DdlioConf:
     retry_failed: bool = True
     # order in which points run: given (as composed) | random (seeded shuffle: drift cannot pose as an effect)
     order: str = "given"
+    # what each point returns to a Hydra sweeper (Optuna maximises it): bandwidth_mib_s | samples_per_s | au |
+    # iops. Not part of the point key: the same measurement answers every objective.
+    objective: str = "bandwidth_mib_s"
 
 
 def register_configs() -> None:
@@ -596,6 +601,8 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
                 "set drop_last=false"
             )
 
+    if cfg.get("objective", OBJECTIVES[0]) not in OBJECTIVES:
+        problems.append(f"objective={cfg.get('objective')!r} is unknown: choose one of {', '.join(OBJECTIVES)}")
     if cfg.get("order", "given") not in ORDERS:
         problems.append(f"order={cfg.get('order')!r} is unknown: choose one of {', '.join(ORDERS)}")
     reader = cfg.get("reader", "native")
