@@ -2,7 +2,7 @@
 ``lfs getstripe --yaml``, and say plainly when the file system is not Lustre.
 
 ``lfs`` is found on ``PATH`` (or at ``$DDLIO_LFS``). Whatever ``lfs`` prints on failure is wrapped in a
-:class:`~experiments.errors.LayoutError` together with the command that failed.
+:class:`~ddlio.errors.LayoutError` together with the command that failed.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from experiments.errors import LayoutError
+from ddlio.errors import LayoutError
 from lustre.fs import LUSTRE_MAGIC, fs_info
 
 #: Lustre's limits on a plain layout: stripe size is a multiple of 64 KiB below 4 GiB; stripe count up to 2000.

@@ -1,0 +1,25 @@
+"""Package layering: ``lustre`` imports nothing from ``experiments`` (which imports ``lustre``); both share the
+exception hierarchy through ``ddlio.errors``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import ROOT
+
+
+def test_lustre_imports_nothing_from_experiments():
+    code = ("import sys, lustre.fs, lustre.layout\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('experiments', 'analysis')))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]"
+
+
+def test_the_errors_are_the_same_classes_under_both_names():
+    import ddlio.errors
+    import experiments.errors
+
+    for name in ("DdlioError", "ConfigError", "LayoutError", "LaunchError", "TimeLimitError"):
+        assert getattr(experiments.errors, name) is getattr(ddlio.errors, name)
