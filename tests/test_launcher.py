@@ -131,3 +131,24 @@ def test_bad_input_in_a_search_is_one_message(sweep, tmp_path, optuna_installed)
     assert p.returncode == 2, p.stdout + p.stderr
     assert "stripe=-5 is not a Lustre stripe count" in p.stderr and "Traceback" not in p.stderr
     assert not (tmp_path / "r.db").exists() and not (tmp_path / "data").exists()
+
+
+@pytest.mark.slurm
+def test_each_batch_of_trials_is_one_slurm_array(slurm_cluster, sweep, tmp_path, optuna_installed):
+    p = sweep("-m", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=4", "hydra.sweeper.n_jobs=2",
+              "hydra.sweeper.sampler.seed=7", "format=choice(hdf5,npz)", "workload.read_threads=range(0,2)",
+              "cluster=slurm", "workload=tiny", "workload.epochs=1", timeout=900)
+    assert p.returncode == 0, p.stdout + p.stderr
+    with sqlite3.connect(tmp_path / "r.db") as c:
+        jobs = [r[0] for r in c.execute("SELECT job_id FROM points WHERE status = 'completed'")]
+    assert 1 <= len(jobs) <= 4
+    arrays: dict[str, list[str]] = {}
+    for j in jobs:
+        array, _, task = j.partition("_")
+        arrays.setdefault(array, []).append(task)
+    # one submission per batch of 2 trials (2 batches): two new points share an array (123_0, 123_1), one alone
+    # is a plain job
+    assert len(arrays) <= 2 and all(len(t) <= 2 for t in arrays.values()), jobs
+    assert len(jobs) - len(arrays) == sum(len(t) == 2 for t in arrays.values()), jobs
+    assert all(t == [""] or sorted(t) == ["0", "1"] for t in arrays.values()), jobs
+    assert re.search(r"best of \d configurations by bandwidth_mib_s", p.stdout)
