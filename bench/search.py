@@ -62,7 +62,11 @@ def main() -> int:
     where = [f"data_root={base / 'data'}", f"db={base / 'r.db'}"]
     out = sweep([*GRID, *WORKLOAD, *where])
     with sqlite3.connect(base / "r.db") as c:
-        values = [r[0] for r in c.execute(f"SELECT {OBJECTIVE} FROM points WHERE status = 'completed'")]
+        # the grid's points: those of the sweep just run (a reused --dir may hold others)
+        values = [r[0] for r in c.execute(
+            f"SELECT p.{OBJECTIVE} FROM points p JOIN sweep_points sp ON sp.point_key = p.point_key "
+            "WHERE p.status = 'completed' AND sp.sweep_id = "
+            "(SELECT id FROM sweeps WHERE n_points = 48 ORDER BY started_utc DESC LIMIT 1)")]
     if len(values) < 48:
         sys.exit(f"the grid stored {len(values)} completed points, expected 48:\n{out[-2000:]}")
     best = max(values)
