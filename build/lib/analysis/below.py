@@ -1,0 +1,93 @@
+"""Caches below the client: a dataset's first read since it was generated against every later read of the same
+configuration.
+
+Beneath the client's page cache (which the kernel evicts and verifies) sit caches no client can see or evict: a
+storage controller's, a Lustre OSS's read cache, a VM host's. The first read of a freshly written file is served by
+the device, every repeat by such a cache. The kernel records per epoch whether it was its dataset's first read
+(``epochs.first_read``); this module finds the configurations whose first reads differ from their repeats beyond
+the repeats' own noise, and says so in words the summary, the report and the guidelines print.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import select
+
+from analysis.store import Epoch, Store
+
+#: a first read is flagged when it differs from the repeats' mean by more than this many of their standard
+#: deviations, and by more than :data:`MIN_DIFFERENCE` of that mean
+NOISE_SIGMAS = 3.0
+MIN_DIFFERENCE = 0.10
+#: repeats (later epochs) a configuration needs before its noise is known
+MIN_REPEATS = 2
+
+
+def epoch_bandwidths(store: Store, point_keys: list[str]) -> pd.DataFrame:
+    """``point_key, epoch, first_read, bandwidth_mib_s`` (MiB/s) of the given points' epochs."""
+    cols = [Epoch.point_key, Epoch.epoch, Epoch.first_read, Epoch.bandwidth_mib_s]
+    with store.session() as s:
+        rows = s.execute(select(*cols).where(Epoch.point_key.in_(point_keys))).all() if point_keys else []
+    return pd.DataFrame(rows, columns=["point_key", "epoch", "first_read", "bandwidth_mib_s"])
+
+
+def first_read_frame(points: pd.DataFrame, epochs: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration (``points`` as :func:`analysis.query.analysis_frame` gives them) that has both
+    first-read epochs and later epochs: ``config_id, label, first_n, first_mib_s, repeats_n, repeats_mib_s,
+    repeats_std, ratio`` (repeats / first) and ``flagged`` (the difference exceeds the repeats' noise)."""
+    from analysis.frames import configs
+    from analysis.query import CONFIG_COLUMNS
+
+    cols = ["config_id", "label", "first_n", "first_mib_s", "repeats_n", "repeats_mib_s", "repeats_std", "ratio",
+            "flagged"]
+    if points.empty or epochs.empty or not epochs["first_read"].notna().any():
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
+    cfg = configs(points)
+    cfg = cfg.assign(label=cfg["format"].astype(str) + "/" + cfg["access"].astype(str) + " " + cfg["label"])
+    ids = points[["point_key", *CONFIG_COLUMNS]].merge(cfg[["config_id", "label", *CONFIG_COLUMNS]],
+                                                       on=CONFIG_COLUMNS, how="left")
+    e = epochs.dropna(subset=["first_read"]).merge(ids[["point_key", "config_id", "label"]], on="point_key")
+    e["first_read"] = e["first_read"].astype(bool)
+    rows = []
+    for (cid, label), g in e.groupby(["config_id", "label"], sort=True):
+        first, rest = g.loc[g["first_read"], "bandwidth_mib_s"], g.loc[~g["first_read"], "bandwidth_mib_s"]
+        if first.empty or rest.empty:
+            continue
+        fm, rm = float(first.mean()), float(rest.mean())
+        sd = float(rest.std(ddof=1)) if len(rest) > 1 else float("nan")
+        flagged = bool(len(rest) >= MIN_REPEATS and abs(fm - rm) > max(NOISE_SIGMAS * sd, MIN_DIFFERENCE * rm))
+        rows.append((cid, label, len(first), fm, len(rest), rm, sd, rm / fm if fm else np.nan, flagged))
+    return pd.DataFrame(rows, columns=cols) if rows else pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
+
+
+def notes(frame: pd.DataFrame) -> list[str]:
+    """One sentence per flagged configuration of :func:`first_read_frame`."""
+    out = []
+    for _, r in frame[frame["flagged"].astype(bool)].iterrows() if len(frame) else []:
+        out.append(f"{r['label']}: a cache below the client served the repeats: first read {r['first_mib_s']:.0f} "
+                   f"MiB/s, repeats {r['repeats_mib_s']:.0f} MiB/s (±{r['repeats_std']:.0f}, {int(r['repeats_n'])} "
+                   f"epochs); measure with workload.cache=cold and settle=true (the default) so that every "
+                   "repetition is a repeat, or workload.cache=storage_cold to measure the device")
+    return out
+
+
+def store_notes(store: Store, points: pd.DataFrame) -> list[str]:
+    """:func:`notes` for ``points`` (completed points of the store, after any filter)."""
+    if points.empty:
+        return []
+    return notes(first_read_frame(points, epoch_bandwidths(store, points["point_key"].tolist())))
+
+
+def excluded_note(points: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """``points`` without those that include their dataset's first read (so no comparison sets a first read
+    against repeats), and a sentence saying how many were left out (None if none)."""
+    if "first_read" not in points.columns:
+        return points, None
+    first = points["first_read"].astype("boolean").fillna(False).astype(bool)
+    if not first.any():
+        return points, None
+    return points[~first], (
+        f"{int(first.sum())} point(s) include their dataset's first read since generation (served by the device, "
+        "not by the cache below the client that served the other reads) and are left out of the comparisons "
+        "(summary shows them as first_read)")

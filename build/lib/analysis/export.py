@@ -1,0 +1,71 @@
+"""``python -m analysis export --format csv|parquet``: the store's points (or epochs) as one flat table.
+
+``points``: one row per point, every column of the ``points`` table except the full config/result JSON (the
+layout and format options are kept as JSON text). ``epochs``: one row per point and epoch, without the histograms
+and per-rank rows. Units as in the store (bytes, seconds, MiB/s, ops/s, µs). Parquet is written with pyarrow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.store import Store
+from experiments.errors import DdlioError
+
+
+def export_frame(store: Store, table: str) -> pd.DataFrame:
+    """The ``points`` or ``epochs`` table of ``store`` (an :class:`analysis.store.Store`) as a flat frame."""
+    from sqlalchemy import Text, cast, select
+
+    from analysis.query import epochs_frame
+    from analysis.store import Point
+
+    if table == "epochs":
+        return epochs_frame(store)
+    cols = [cast(c, Text).label(c.name) if c.name in ("layout", "format_options", "host_names") else c
+            for c in Point.__table__.columns if c.name not in ("config", "result")]
+    with store.engine.connect() as conn:
+        return pd.read_sql(select(*cols).order_by(Point.point_key), conn)
+
+
+def write(df: pd.DataFrame, fmt: str, out: str | None) -> str:
+    """Write ``df`` as CSV (to ``out`` or stdout) or Parquet (to ``out``); returns where it went."""
+    if fmt == "csv":
+        if out is None:
+            df.to_csv(sys.stdout, index=False)
+            return "stdout"
+        df.to_csv(out, index=False)
+        return out
+    if out is None:
+        raise DdlioError("--format parquet needs --out FILE (Parquet is binary; it is not written to a terminal)")
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError as e:
+        raise DdlioError("Parquet export needs pyarrow: pip install pyarrow (or use --format csv)") from e
+    df.to_parquet(out, index=False, engine="pyarrow")
+    return out
+
+
+def setup_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", help="SQLite file or SQLAlchemy URL (default: $DDLIO_DB or ./results.db)")
+    parser.add_argument("--format", choices=("csv", "parquet"), default="csv", help="csv (default) or parquet")
+    parser.add_argument("--table", choices=("points", "epochs"), default="points", help="what to export")
+    parser.add_argument("--out", help="output file (csv: default stdout; parquet: required)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from analysis.store import open_store
+
+    if args.format == "parquet" and not args.out:
+        raise DdlioError("--format parquet needs --out FILE (Parquet is binary; it is not written to a terminal)")
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    df = export_frame(open_store(args.db), args.table)
+    where = write(df, args.format, args.out)
+    if where != "stdout":
+        print(f"{len(df)} {args.table} rows written to {where}", file=sys.stderr)
+    return 0

@@ -1,0 +1,52 @@
+"""``python -m analysis import-darshan LOG... [--db URL] [--workload-out FILE.yaml]``: store Darshan logs of real
+applications beside the sweep's points (``source = darshan``, labelled observed), and optionally derive a
+``conf/workload/`` preset from one of them. Every log is read before anything is stored: one that is not a
+Darshan log is bad input (exit 2) and nothing is written. A log without POSIX records imports what it has and
+says what is missing. Importing the same log twice stores it once."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from analysis.darshan_log import read_log, workload_preset
+from analysis.store import open_store
+from experiments.errors import DdlioError
+
+
+def setup_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("logs", nargs="+", metavar="LOG", help="Darshan log files (*.darshan)")
+    parser.add_argument("--db", help="SQLite file or SQLAlchemy URL (default: $DDLIO_DB or ./results.db)")
+    parser.add_argument("--workload-out", metavar="FILE.yaml",
+                        help="also write a conf/workload/ preset that emulates the (first) log with POSIX reads")
+
+
+def main(args: argparse.Namespace) -> int:
+    out = Path(args.workload_out) if args.workload_out else None
+    if out is not None and out.suffix not in (".yaml", ".yml"):
+        raise DdlioError(f"import-darshan: --workload-out {out} must name a .yaml file (e.g. conf/workload/app.yaml)")
+    records = [read_log(p) for p in args.logs]  # all read (and checked) before the store is touched
+    preset = None
+    if out is not None:
+        source = next((r for r in records if r.get("posix_reads")), None)
+        if source is None:
+            raise DdlioError("import-darshan: --workload-out needs a log with POSIX reads; none of these has any")
+        preset = workload_preset(source, out.stem)
+    store = open_store(args.db, create=True)
+    for rec in records:
+        new = store.record_observed(rec)
+        what = (f"{rec['posix_reads']} reads, {rec['posix_bytes_read']} bytes, {len(rec['files'])} files "
+                f"({rec['access']}), agg_perf_by_slowest {rec['agg_perf_by_slowest_mib_s']:.4g} MiB/s"
+                if rec.get("posix_reads") is not None else "job and modules only")
+        print(f"{Path(rec['log']).name}: job {rec['job_id'] or '?'}, {rec['ranks']} ranks: {what}"
+              + ("" if new else " (already in the store)"))
+        for m in rec["missing"]:
+            print(f"  missing from this log: {m}")
+    if preset is not None and out is not None:
+        text, assumptions = preset
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        print(f"workload preset written to {out}; assumptions:")
+        for a in assumptions:
+            print(f"  - {a}")
+    return 0

@@ -1,0 +1,235 @@
+"""``python -m analysis report --out report.html``: one self-contained HTML file, readable offline.
+
+Sections: what was swept (sweeps and configurations), the guidelines (stripe layout and format per scenario, with
+their intervals and verdicts, then the statements), the figures (PNG embedded as base64 data URIs), and the
+provenance of the measurements (package versions, hosts, OS, git commit, file systems and the Lustre layouts
+applied). No script, no external stylesheet, font or image: the page needs no network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime as dt
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.store import Store
+
+#: Most configuration rows shown in the report's table (the rest are counted, and in `export`).
+MAX_CONFIG_ROWS = 400
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:1200px;color:#222;
+line-height:1.4;padding:0 1rem}
+h1{font-size:1.6rem}h2{border-bottom:2px solid #4477aa;padding-bottom:.2rem;margin-top:2.2rem}
+table{border-collapse:collapse;font-size:.82rem;margin:.6rem 0;display:block;overflow-x:auto}
+th,td{border:1px solid #ccc;padding:.25rem .45rem;text-align:left;vertical-align:top}
+th{background:#eef2f7}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.recommend{background:#e3f4e1}.keep{background:#eef6ff}.undecided{background:#fdf0dd}
+figure{margin:1.2rem 0}figure img{max-width:100%;border:1px solid #ddd}figcaption{font-size:.85rem;color:#555}
+.note{color:#666;font-size:.85rem}code{background:#f3f3f3;padding:0 .2rem}
+"""
+
+
+def _e(v: Any) -> str:
+    if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA:
+        return ""
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return html.escape(str(v))
+
+
+def html_table(df: pd.DataFrame, row_class: pd.Series | None = None) -> str:
+    """``df`` as an HTML table (escaped; numbers right-aligned, 4 significant digits)."""
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    body = []
+    for i, row in enumerate(df.itertuples(index=False)):
+        cls = f' class="{row_class.iloc[i]}"' if row_class is not None else ""
+        cells = "".join(
+            f'<td class="num">{_e(v)}</td>' if isinstance(v, int | float | np.number) and not isinstance(v, bool)
+            else f"<td>{_e(v)}</td>" for v in row)
+        body.append(f"<tr{cls}>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def sweeps_frame(store: Store) -> pd.DataFrame:
+    """The ``sweeps`` table: id, start/finish (UTC), the command line, host and point counts."""
+    from sqlalchemy import Text, cast, select
+
+    from analysis.store import Sweep
+
+    stmt = select(Sweep.id, Sweep.started_utc, Sweep.finished_utc, cast(Sweep.argv, Text).label("argv"), Sweep.host,
+                  Sweep.n_points, Sweep.n_skipped, Sweep.n_completed, Sweep.n_failed).order_by(Sweep.started_utc)
+    with store.engine.connect() as conn:
+        df = pd.read_sql(stmt, conn)
+    from experiments.secrets import mask  # stores written before argv was masked
+
+    df["argv"] = df["argv"].map(lambda t: mask(" ".join(json.loads(t)[1:])) if isinstance(t, str) else "")
+    return df
+
+
+def layouts_frame(store: Store) -> pd.DataFrame:
+    """File systems and Lustre layouts of the completed points: fs_type, striping applicable, requested and applied
+    layout (JSON), the reason when not applied, and how many points share it."""
+    from sqlalchemy import Text, cast, select
+
+    from analysis.store import Point
+
+    stmt = select(Point.fs_type, Point.striping_applicable, cast(Point.layout, Text).label("layout")).where(
+        Point.status == "completed")
+    with store.engine.connect() as conn:
+        df = pd.read_sql(stmt, conn)
+    rows = []
+    for t in df["layout"]:
+        lay = json.loads(t) if isinstance(t, str) else {}
+        lay = lay or {}
+        rows.append({"requested": json.dumps(lay.get("requested", {}), sort_keys=True),
+                     "applied": json.dumps(lay.get("applied", {}), sort_keys=True), "reason": lay.get("reason", "")})
+    df = pd.concat([df.drop(columns="layout"), pd.DataFrame(rows, index=df.index)], axis=1)
+    if df.empty:
+        return df.assign(points=pd.Series(dtype="int64"))
+    keys = ["fs_type", "striping_applicable", "requested", "applied", "reason"]
+    return df.fillna({"fs_type": "unknown"}).groupby(keys, dropna=False).size().rename("points").reset_index()
+
+
+def provenance_frame(store: Store) -> pd.DataFrame:
+    """One row per environment: host, OS, git commit (+dirty), and every recorded package version."""
+    from analysis.query import environments_frame
+
+    env = environments_frame(store)
+    rows = []
+    for r in env.itertuples(index=False):
+        pk = json.loads(r.packages) if isinstance(r.packages, str) else {}
+        commit = (r.git_commit or "unknown") + (" (dirty)" if r.git_dirty else "")
+        rows.append({"environment": r.id, "host": r.host, "os": r.os, "git commit": commit,
+                     "packages": ", ".join(f"{k} {v}" for k, v in sorted((pk or {}).items()))})
+    return pd.DataFrame(rows, columns=["environment", "host", "os", "git commit", "packages"])
+
+
+def _verdict_class(v: pd.Series) -> pd.Series:
+    return v.map({"recommend": "recommend", "keep baseline": "keep"}).fillna("undecided")
+
+
+def build_report(store: Store, where: str | None = None, title: str = "ddlio report",
+                 db_name: str = "") -> str:
+    """The whole report as one HTML string (figures embedded as base64 PNG)."""
+    from analysis import frames as F
+    from analysis import guidelines as G
+    from analysis.figures import build_figures, png_bytes
+    from analysis.query import analysis_frame, hist_frame, observed_frame, summary_frame
+
+    points = analysis_frame(store, where)
+    summary = summary_frame(store)
+    st = G.Settings()
+    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+             f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    counts = summary["status"].value_counts().to_dict() if len(summary) else {}
+    parts.append(f"<p class='note'>Generated {now} from <code>{html.escape(db_name)}</code>"
+                 + (f", filter <code>{html.escape(where)}</code>" if where else "")
+                 + f". Points in the store: {len(summary)} ("
+                 + ", ".join(f"{n} {html.escape(str(k))}" for k, n in sorted(counts.items()))
+                 + f"); {len(points)} completed points analysed.</p>")
+
+    parts.append("<h2>What was swept</h2>")
+    sw = sweeps_frame(store)
+    parts.append(html_table(sw) if len(sw) else "<p>No sweep recorded (points were ingested).</p>")
+    cfg = F.configs(points)
+    shown = cfg.reindex(columns=["format", "access", "label", "n", "bandwidth_mib_s_mean", "bandwidth_mib_s_std",
+                                 "iops_mean", "io_time_slowest_s_mean", "wall_time_s_mean", "lat_p50_us_mean",
+                                 "lat_p99_us_mean", "amplification_mean"])
+    shown = shown.rename(columns={
+        "label": "configuration", "n": "repetitions", "bandwidth_mib_s_mean": "bandwidth MiB/s",
+        "bandwidth_mib_s_std": "± std", "iops_mean": "IOPS", "io_time_slowest_s_mean": "I/O time s",
+        "wall_time_s_mean": "runtime s", "lat_p50_us_mean": "p50 µs", "lat_p99_us_mean": "p99 µs",
+        "amplification_mean": "amplification"})
+    parts.append(f"<h3>Configurations ({len(cfg)}; mean of repetitions)</h3>")
+    parts.append(html_table(shown.head(MAX_CONFIG_ROWS)))
+    if len(cfg) > MAX_CONFIG_ROWS:
+        parts.append(f"<p class='note'>{len(cfg) - MAX_CONFIG_ROWS} more configurations: "
+                     "<code>python -m analysis export</code> has them all.</p>")
+    observed = observed_frame(store)
+    if len(observed):
+        obs = observed.drop(columns=["point_key"]).rename(columns={
+            "label": "observed run (Darshan log)", "agg_perf_by_slowest_mib_s": "agg_perf_by_slowest MiB/s",
+            "io_time_slowest_s": "agg_time_by_slowest s", "sample_size": "mean read bytes", "run_dir": "log"})
+        parts.append(f"<h3>Observed runs ({len(observed)}; imported Darshan logs, not emulated)</h3>"
+                     "<p class='note'>Real applications' runs as Darshan recorded them (POSIX module; bandwidth as "
+                     "Darshan derives agg_perf_by_slowest, read and written bytes), beside the sweep's points; "
+                     "they are not part of the guidelines or the figures' comparisons.</p>")
+        parts.append(html_table(obs.head(MAX_CONFIG_ROWS)))
+    failed = summary[summary["status"] == "failed"]
+    if len(failed):
+        f = failed[["label", "repeat", "error"]].copy()
+        f["error"] = f["error"].fillna("").str.split("\n").str[0].str.slice(0, 200)
+        parts.append(f"<h3>Failed points ({len(failed)})</h3>" + html_table(f.head(MAX_CONFIG_ROWS)))
+
+    parts.append("<h2>Guidelines</h2>")
+    if points.empty:
+        parts.append("<p>No completed points: nothing to recommend.</p>")
+    else:
+        lay, fmt, stmts = G.compute(points, st)
+        parts.append(f"<p class='note'>{html.escape(F.METRICS[st.metric][0])}: mean of repetitions "
+                     f"[{st.confidence:.0%} bootstrap interval, {st.n_boot} resamples, seed {st.seed}]. "
+                     "<b>cannot decide</b> means the data do not separate the best choice from another: intervals "
+                     "overlap, repetitions are missing, or striping was not applicable (not Lustre).</p>")
+        for n in G.below_notes(store, points):
+            parts.append(f"<p class='note below'><b>Cache below the client.</b> {html.escape(n)}</p>")
+        parts.append("<h3>Statements</h3><ul>")
+        for s in stmts:
+            ev = "".join(f"<li>{html.escape(e)}</li>" for e in s["evidence"])
+            parts.append(f"<li>{html.escape(s['text'])}<ul>{ev}</ul></li>")
+        parts.append("</ul>" if stmts else "<li>none: nothing is decided yet</li></ul>")
+        lcols = ["access", "format", "nodes", "ppn", "size_class", "verdict", "best", "best_mean", "best_lo",
+                 "best_hi", "baseline", "gain_pct", "gain_lo_pct", "gain_hi_pct", "reason"]
+        parts.append("<h3>Stripe layout per scenario</h3>" + html_table(lay[lcols], _verdict_class(lay["verdict"])))
+        fcols = ["access", "nodes", "ppn", "size_class", "verdict", "best", "best_layout", "best_mean", "best_lo",
+                 "best_hi", "runner_up", "gain_pct", "gain_lo_pct", "gain_hi_pct", "reason"]
+        parts.append("<h3>Format per scenario</h3>" + html_table(fmt[fcols], _verdict_class(fmt["verdict"])))
+
+    parts.append("<h2>Figures</h2>")
+    keys, hists = hist_frame(store, points["point_key"].tolist())
+    for d in build_figures(points, keys, hists):
+        if d.figure is None:
+            parts.append(f"<p class='note'>Not drawn: {html.escape(d.caption)}: {html.escape(d.skipped or '')}</p>")
+            continue
+        b64 = base64.b64encode(png_bytes(d.figure)).decode("ascii")
+        parts.append(f"<figure id='{html.escape(d.name)}'><img alt='{html.escape(d.caption)}' "
+                     f"src='data:image/png;base64,{b64}'><figcaption>{html.escape(d.caption)}</figcaption></figure>")
+
+    parts.append("<h2>Provenance</h2><h3>Environments</h3>")
+    parts.append(html_table(provenance_frame(store)))
+    parts.append("<h3>File systems and stripe layouts</h3>")
+    parts.append(html_table(layouts_frame(store)))
+    parts.append("</body></html>\n")
+    return "".join(parts)
+
+
+def setup_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", help="SQLite file or SQLAlchemy URL (default: $DDLIO_DB or ./results.db)")
+    parser.add_argument("--out", default="report.html", help="the HTML file to write (default: ./report.html)")
+    parser.add_argument("--where", help="keep the points where this holds, e.g. \"format == 'hdf5' and nodes >= 2\" "
+                                          "(columns, literals, comparisons, in [...], and/or/not, arithmetic)")
+    parser.add_argument("--title", default="ddlio report", help="the page's title")
+
+
+def main(args: argparse.Namespace) -> int:
+    from analysis.query import parse_where
+    from analysis.store import describe, open_store
+
+    parse_where(args.where)  # a refused filter is named before the store is opened
+    store = open_store(args.db)
+    text = build_report(store, args.where, args.title, db_name=describe(store.url))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out)
+    print(f"wrote {out} ({len(text) / 1024:.0f} KiB)")
+    return 0

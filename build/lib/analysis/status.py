@@ -1,0 +1,85 @@
+"""``python -m analysis status``: sweeps and their points by state (queued/running jobs, done, failed)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from sqlalchemy import select
+
+from analysis.store import Point, Sweep, SweepPoint, open_store
+
+
+def setup_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", help="SQLite file or SQLAlchemy URL (default: $DDLIO_DB or ./results.db)")
+    parser.add_argument("--sweep", help="only this sweep id (default: every sweep, newest last)")
+    parser.add_argument("--last", type=int, default=10, help="show the last N sweeps (default 10)")
+
+
+def main(args: argparse.Namespace) -> int:
+    store = open_store(args.db)
+    with store.session() as s:
+        stmt = select(Sweep).order_by(Sweep.started_utc)
+        if args.sweep:
+            stmt = stmt.where(Sweep.id == args.sweep)
+        sweeps = s.scalars(stmt).all()[-args.last :]
+        if not sweeps:
+            print("no sweeps in the store" + (f" with id {args.sweep}" if args.sweep else ""))
+            return 0 if not args.sweep else 2
+        slurm = _slurm_states(s, [sw.id for sw in sweeps])
+        for sw in sweeps:
+            rows = s.execute(
+                select(SweepPoint.action, Point.status, Point.label, Point.repeat, Point.job_id, Point.job_state,
+                       Point.error, Point.point_key)
+                .join(Point, Point.point_key == SweepPoint.point_key)
+                .where(SweepPoint.sweep_id == sw.id)
+                .order_by(Point.label)
+            ).all()
+            counts: dict[str, int] = {}
+            for r in rows:
+                state = "skipped (measured before)" if r.action == "skip" else _state(r.status, r.job_state)
+                counts[state] = counts.get(state, 0) + 1
+            ended = sw.finished_utc.strftime("%H:%M:%S") if sw.finished_utc else "driver not finished"
+            print(f"sweep {sw.id}  started {sw.started_utc:%Y-%m-%d %H:%M:%S} UTC ({ended}), {sw.n_points} points: "
+                  + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+            for r in rows:
+                if r.action == "skip" or r.status == "completed":
+                    continue
+                line = f"    {_state(r.status, r.job_state):10s} {r.label} repeat={r.repeat} job {r.job_id or '-'}"
+                if r.status == "failed" and r.error:
+                    line += f": {r.error.strip().splitlines()[0][:100]}"
+                elif r.status == "submitted" and r.job_id in slurm:
+                    line += f": {slurm[r.job_id]}"
+                print(line)
+    return 0
+
+
+def _state(status: str, job_state: str | None) -> str:
+    if status == "submitted":
+        return "submitted (queued or running)"
+    return status
+
+
+def _slurm_states(s: Any, sweep_ids: list[str]) -> dict[str, str]:
+    """What Slurm says now about the sweeps' submitted Slurm jobs (one squeue and one sacct call for all):
+    job id -> ``PENDING, QOSMaxJobsPerUserLimit (held by a limit)`` / ``RUNNING``. Empty where Slurm is absent."""
+    import shutil
+
+    if shutil.which("squeue") is None:
+        return {}
+    from experiments.slurmstate import JobWatcher
+
+    rows = s.execute(
+        select(Point.job_id, Point.config).join(SweepPoint, Point.point_key == SweepPoint.point_key)
+        .where(SweepPoint.sweep_id.in_(sweep_ids), Point.status == "submitted", Point.job_id.is_not(None))
+    ).all()
+    ids = {str(r.job_id) for r in rows if ((r.config or {}).get("cluster") or {}).get("executor") == "slurm"}
+    out = {}
+    for jid, js in JobWatcher(vanish_after_s=float("inf")).poll(ids).items():
+        if js.state == "UNKNOWN":
+            out[jid] = "unknown to squeue and sacct (ended; rerun the sweep to store what it left)"
+        elif js.kind:
+            out[jid] = f"{js.state}, {js.reason or 'no reason given'} ({js.kind})"
+        else:
+            out[jid] = js.state
+    return out

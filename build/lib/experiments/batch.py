@@ -1,0 +1,239 @@
+"""A batch of composed points, checked as one before anything runs.
+
+Hydra composes one config per point; :func:`validate_batch` checks them all and reports every distinct problem
+once (naming the points it occurs in), folds points that are the same measurement into one, and checks that the
+new datasets fit in the free space. Nothing is submitted or written until the whole batch passes.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from experiments.config import PointSpec
+from experiments.errors import ConfigError
+
+
+@dataclass
+class Batch:
+    """The validated batch: ``specs[i]`` is composed point ``i``; ``unique`` holds each measurement once."""
+
+    specs: list[PointSpec]
+    unique: list[PointSpec]
+
+
+def validate_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], cwd: str,
+                   echo: Any = None) -> Batch:
+    """Validate every ``(config, overrides)``; raise one :class:`ConfigError` naming each distinct problem (and
+    the points it occurs in, unless all). Points that are the same measurement are measured once (a note says
+    so on ``echo``, stderr by default)."""
+    from experiments.config import validate
+
+    note = echo or (lambda m: print(m, file=sys.stderr))
+    specs: list[PointSpec] = []
+    seen: dict[str, list[str]] = {}
+    for cfg, overrides in composed:
+        try:
+            specs.append(validate(cfg, cwd, overrides))
+        except ConfigError as e:
+            for p in e.problems:
+                seen.setdefault(p, []).append(" ".join(overrides) or "(defaults)")
+    if seen:
+        problems = []
+        for p, where in seen.items():
+            problems.append(p if len(where) == len(composed) else f"{p}  [in: {'; '.join(where[:3])}" +
+                            (f" and {len(where) - 3} more]" if len(where) > 3 else "]"))
+        raise ConfigError(problems)
+    first_of: dict[str, tuple[str, ...]] = {}
+    unique = []
+    for s, (_, overrides) in zip(specs, composed, strict=True):
+        first = first_of.setdefault(s.point_key, overrides)
+        if first is overrides:
+            unique.append(s)
+        else:
+            note(f"note: [{' '.join(overrides)}] is the same measurement as [{' '.join(first)}]: measured once "
+                 "(the overrides that differ do not change what is measured)")
+    dbs = {s.db for s in unique}
+    if len(dbs) > 1:
+        raise ConfigError(
+            f"all points of a sweep go to one store, but db takes {len(dbs)} values: {', '.join(sorted(dbs))}"
+        )
+    check_free_space(unique)
+    return Batch(specs, unique)
+
+
+def check_free_space(specs: Sequence[PointSpec]) -> None:
+    """The new datasets of the sweep (those without a manifest yet) and flush files must fit in the free space."""
+    from experiments.dataset import DatasetPlan, load_manifest
+    from experiments.kernel import flush_path
+    from experiments.units import format_size
+    from lustre.fs import fs_info
+
+    need: dict[str, int] = {}
+    for s in specs:
+        plan = DatasetPlan.from_point(s)
+        if plan.key not in need and load_manifest(plan) is None:
+            need[plan.key] = s.planned_bytes()
+        flush = flush_path(s.to_dict())
+        if flush is not None and not flush[0].exists():
+            need[str(flush[0])] = flush[1]  # the storage_cold flush file, written once
+    total = sum(need.values())
+    if total:
+        fs = fs_info(specs[0].data_root)
+        if total > fs.free_bytes:
+            raise ConfigError(
+                f"the sweep's {len(need)} new datasets need {format_size(total)}, "
+                f"but only {format_size(fs.free_bytes)} "
+                f"is free on {fs.mount_point} (data_root={specs[0].data_root}): lower workload.samples or "
+                "workload.sample_size, sweep fewer points, or use another data_root"
+            )
+
+
+def warn_striping(specs: Sequence[PointSpec]) -> None:
+    """Say once that striping is recorded but not applied when data_root is not on Lustre."""
+    off = [s for s in specs if not s.striping_applicable]
+    if off and len({(s.stripe_count, s.stripe_size) for s in off}) > 1:
+        print(
+            f"warning: data_root is on {off[0].fs_type}, not Lustre: stripe/stripe_size are recorded but not applied, "
+            "and points that differ only in striping share one dataset",
+            file=sys.stderr,
+        )
+
+
+@dataclass
+class Outcome:
+    """What one composed point came to: ``status`` is completed | failed | pending (its job is still out,
+    wait=false) | planned (dry_run); ``value`` is its objective when completed."""
+
+    spec: PointSpec
+    status: str
+    value: float | None = None
+    #: the store it is in, unmasked (``spec.db`` is masked): for the evidence printed at the end of a search
+    db: str = ""
+
+
+def run_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], cwd: str,
+              echo: Any = print, tried: set[str] | None = None) -> list[Outcome]:
+    """Validate the whole batch, then measure it: skip what the store holds, measure every other point once
+    (locally, or on Slurm with equal resources sharing an array), store each result as it lands, and return
+    one :class:`Outcome` per composed point, in order. A point already measured returns its stored objective.
+    ``tried`` holds the point keys measured (or attempted) earlier in the same run, e.g. by an earlier batch of a
+    search: they are answered from the store, a failed one is not measured again until the next run; the keys
+    this batch measures are added to it.
+
+    Raises :class:`~experiments.errors.DdlioError` for bad input (nothing has run then) and lets
+    ``KeyboardInterrupt`` through (what finished is stored)."""
+    import random
+
+    tried = set() if tried is None else tried
+    batch = validate_batch(composed, cwd)
+    specs, driver = batch.unique, composed[0][0]
+    objectives = [str(cfg.get("objective", "bandwidth_mib_s")) for cfg, _ in composed]
+    warn_striping(specs)
+    from analysis.store import check_store
+    from experiments.secrets import driver_db, mask
+
+    db = driver_db(driver, cwd)  # the points carry it masked; only this process sees the password
+    check_store(db, write=True)  # dialect, driver, server, writable, schema version: before anything is written
+    if driver.get("order") == "random":  # seeded, so a rerun keeps the order; nothing measured depends on it
+        specs = list(specs)
+        random.Random(int(driver.get("seed", 0))).shuffle(specs)
+    dry = bool(driver.get("dry_run"))
+    unrunnable = ""
+    if any(s.cluster["executor"] == "slurm" for s in specs):
+        from experiments.slurm import check_available, check_runnable
+
+        if not dry:
+            check_available()
+        unrunnable = check_runnable(specs, echo if dry else lambda m: print(m, file=sys.stderr), dry_run=dry)
+    if dry:
+        from analysis.store import store_id
+        from experiments.launch import dry_run
+
+        dry_run(specs, echo, store_id(specs[0].db))
+        if unrunnable:  # the plan is shown, and so is why it would be refused
+            raise ConfigError(unrunnable)
+        return [Outcome(s, "planned") for s in batch.specs]
+
+    from analysis.store import Store
+    from experiments.launch import launch, new_sweep_id
+
+    store = Store(db)
+    fresh = [s for s in specs if s.point_key not in tried]
+    if fresh:
+        force = any(s.force for s in fresh)
+        done = set() if force else {s.point_key for s in fresh if store.is_done(s.point_key)}
+        store.begin_sweep(new_sweep_id(), sys.argv, [s.to_dict() for s in fresh], done)
+        echo(f"ddlio: {len(fresh)} point{'s' if len(fresh) != 1 else ''} -> {mask(db)}")
+        tried.update(s.point_key for s in fresh)
+        report = launch(fresh, store, force=force, wait=bool(driver.get("wait", True)),
+                        retry_failed=bool(driver.get("retry_failed", True)), echo=echo)
+        store.end_sweep(report.completed, report.failed)
+        if report.failed_points:
+            print(f"{len(report.failed_points)} point(s) failed; their errors are in the store "
+                  "(python -m analysis summary). A rerun retries them.", file=sys.stderr)
+    if len(fresh) < len(specs):
+        echo(f"{len(specs) - len(fresh)} point(s) already tried in this run: answered from the store")
+    stored = stored_totals(store, {s.point_key for s in specs}, set(objectives))
+    out = []
+    for s, objective in zip(batch.specs, objectives, strict=True):
+        status, totals = stored.get(s.point_key, ("", {}))
+        if status == "completed" and totals.get(objective) is not None:
+            out.append(Outcome(s, "completed", float(totals[objective]), db=db))
+        else:
+            out.append(Outcome(s, "failed" if status == "failed" else "pending", db=db))
+    return out
+
+
+def stored_totals(store: Any, keys: set[str], columns: set[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """``{point_key: (status, {column: value})}`` for the points of ``keys`` the store holds."""
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from analysis.store import Point
+
+    cols = sorted(columns)
+    with Session(store.engine) as s:
+        rows = s.execute(select(Point.point_key, Point.status, *(getattr(Point, c) for c in cols))
+                         .where(Point.point_key.in_(sorted(keys)))).all()
+    return {r[0]: (r[1], dict(zip(cols, r[2:], strict=True))) for r in rows}
+
+
+def repetitions(store: Any, spec: PointSpec, objective: str) -> dict[int, float]:
+    """``{repeat: objective}`` of every completed point that is ``spec``'s measurement but for ``repeat``."""
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from analysis.store import Point
+
+    def same(p: PointSpec) -> dict[str, Any]:
+        return {k: v for k, v in p.measurement_params().items() if k != "repeat"}
+
+    want = same(spec)
+    with Session(store.engine) as s:
+        rows = s.execute(select(Point.config, getattr(Point, objective))
+                         .where(Point.dataset_key == spec.dataset_key, Point.status == "completed")).all()
+    out = {}
+    for config, value in rows:
+        if value is None:
+            continue
+        try:
+            p = PointSpec.from_dict(config)
+        except TypeError:  # a row written by an older ddlio with fields this one lacks
+            continue
+        if same(p) == want:
+            out[p.repeat] = float(value)
+    return out
+
+
+def interval(values: Sequence[float], confidence: float = 0.95, draws: int = 2000) -> tuple[float, float]:
+    """Percentile-bootstrap interval of the mean of ``values`` (seeded: the same values give the same interval)."""
+    import numpy as np
+
+    v = np.asarray(values, dtype=float)
+    means = np.random.default_rng(0).choice(v, size=(draws, len(v))).mean(axis=1)
+    a = (1 - confidence) / 2
+    lo, hi = np.quantile(means, [a, 1 - a])
+    return float(lo), float(hi)

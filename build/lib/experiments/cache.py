@@ -1,0 +1,158 @@
+"""Page-cache control: evict a file's pages (posix_fadvise DONTNEED) and measure how much of it is resident
+(mincore on a read-only mapping, which does not fault pages in); and what the client can do about the caches below
+it (a storage controller's, a Lustre OSS's, a VM host's), which it can neither see nor evict: remember whether a
+dataset has been read since it was generated, settle a fresh dataset with one untimed read, or push it out with
+an untimed read of a large flush file."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import mmap
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+PAGE = mmap.PAGESIZE
+_WINDOW = 1 << 30  # map at most 1 GiB at a time
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+def resident_pages(path: str | os.PathLike) -> tuple[int, int]:
+    """``(resident pages, total pages)`` of a file in the page cache. Raises OSError if it cannot be measured."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        total = (size + PAGE - 1) // PAGE
+        resident = 0
+        for start in range(0, size, _WINDOW):
+            length = min(_WINDOW, size - start)
+            addr = _libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, start)
+            if addr in (None, _MAP_FAILED):
+                err = ctypes.get_errno()
+                raise OSError(err, f"mmap failed: {os.strerror(err)}", str(path))
+            try:
+                vec = np.zeros((length + PAGE - 1) // PAGE, dtype=np.uint8)
+                if _libc.mincore(addr, length, vec.ctypes.data) != 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, f"mincore failed: {os.strerror(err)}", str(path))
+                resident += int(np.count_nonzero(vec & 1))
+            finally:
+                _libc.munmap(addr, length)
+        return resident, total
+    finally:
+        os.close(fd)
+
+
+def residency(paths: Iterable[str | os.PathLike]) -> float:
+    """Fraction (0..1) of the files' pages that are in the page cache; NaN if it cannot be measured."""
+    res = tot = 0
+    try:
+        for p in paths:
+            r, t = resident_pages(p)
+            res, tot = res + r, tot + t
+    except OSError:
+        return float("nan")
+    return res / tot if tot else 0.0
+
+
+def evict(paths: Iterable[str | os.PathLike]) -> None:
+    """Ask the kernel to drop the files' clean pages from the page cache (POSIX_FADV_DONTNEED)."""
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)  # dirty pages cannot be dropped
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def warm(paths: Iterable[str | os.PathLike], block: int = 4 << 20) -> int:
+    """Read the files once, sequentially, so their pages are cached; returns bytes read."""
+    buf = bytearray(block)
+    n = 0
+    for p in paths:
+        with open(p, "rb", buffering=0) as f:
+            while True:
+                got = f.readinto(buf)
+                if not got:
+                    break
+                n += got
+    return n
+
+
+# ---------------------------------------------------------------------------------- caches below the client
+def read_marker(directory: str | os.PathLike, stamp: str) -> Path:
+    """The file whose existence says that the dataset generated at ``stamp`` has been read."""
+    safe = "".join(c if c.isalnum() else "-" for c in stamp)
+    return Path(directory) / f".read-since-{safe}"
+
+
+def claim_first_read(directory: str | os.PathLike, stamp: str) -> bool:
+    """Atomically mark the dataset generated at ``stamp`` as read; True if this call is its first read since it
+    was generated (the marker did not exist), False if something read it before (O_EXCL: one winner, also
+    across nodes on a shared file system)."""
+    try:
+        fd = os.open(read_marker(directory, stamp), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True
+
+
+def read_through(paths: Iterable[str | os.PathLike], block: int = 4 << 20) -> tuple[int, float]:
+    """Read the files once, sequentially, and drop them from the page cache again: ``(bytes, seconds)``. Used
+    for reads that must reach the storage (a settling read, a flush) without leaving pages in this client."""
+    buf = bytearray(block)
+    n = 0
+    t0 = time.perf_counter()
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+            while True:
+                got = os.readv(fd, [buf])
+                if not got:
+                    break
+                n += got
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    return n, time.perf_counter() - t0
+
+
+def ensure_flush_file(path: str | os.PathLike, size: int, block: int = 8 << 20) -> bool:
+    """Create the storage-cold flush file (``size`` bytes of incompressible data, fsync'd, not left in the page
+    cache) unless it exists with that size; True if it was written now. Written to a temporary name and renamed,
+    so a half-written file is never used."""
+    path = Path(path)
+    if path.exists() and path.stat().st_size == size:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    rng = np.random.default_rng()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        done = 0
+        while done < size:
+            n = min(block, size - done)
+            chunk = rng.bytes(n)
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view):]
+            done += n
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    return True

@@ -1,0 +1,211 @@
+"""The format abstraction: write a file of samples, open it, read sample ``i`` into a caller's buffer.
+
+Every format module defines one :class:`Format` subclass and registers it (see ``__init__``). Readers count the
+bytes that their read calls returned; the kernel compares that count with the plan.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+#: Samples are generated in groups of at most this many bytes, each from its own seeded stream, so a sample's
+#: payload can be regenerated on its own (tests) and generation never holds a whole file in memory.
+GROUP_BYTES = 8 * 1024 * 1024
+#: Payload kinds besides a compressibility ratio (``workload.payload``).
+PAYLOAD_KINDS = ("random", "zeros")
+#: A compressible payload is made of blocks of this many bytes, each random for its first ``1/ratio`` and zero
+#: after: deflate (gzip), lzf and PNG then store the random part as is and the zeros almost for free.
+COMPRESS_BLOCK = 4096
+
+
+def parse_payload(value: object) -> str:
+    """Normalise a ``workload.payload`` value: ``random``, ``zeros``, or a compressibility ratio > 1 as a float
+    string (``2`` -> ``"2.0"``), so that equal payloads share one dataset key. ``ValueError`` names the choices."""
+    text = str(value).strip().lower()
+    if text in PAYLOAD_KINDS:
+        return text
+    try:
+        ratio = float(text)
+    except ValueError:
+        ratio = float("nan")
+    if not (ratio > 1 and ratio < float("inf")):
+        raise ValueError(
+            f"workload.payload={value!r} is unknown: choose random (incompressible), zeros, or a compressibility "
+            "ratio > 1 (e.g. 2.0: compresses about 2:1 with gzip)"
+        )
+    return repr(ratio)
+
+
+@dataclass(frozen=True)
+class FilePayload:
+    """The deterministic payload of one data file: ``sizes[i]`` bytes for its sample ``i``.
+
+    ``kind`` (see :func:`parse_payload`): ``random`` bytes are pseudo-random (incompressible), drawn from PCG64
+    streams keyed by (seed, file index, group); ``zeros`` are all zero; a ratio r keeps the first
+    ``round(COMPRESS_BLOCK / r)`` bytes of every COMPRESS_BLOCK-byte block of the random stream and zeroes the rest,
+    so gzip compresses it about r:1 (blocks count from the start of each generation group).
+    """
+
+    seed: int
+    file_index: int
+    sizes: np.ndarray  # int64, bytes per sample
+    kind: str = "random"
+
+    def __post_init__(self) -> None:
+        parse_payload(self.kind)  # ValueError naming the valid kinds, before any byte is generated
+
+    def groups(self) -> list[tuple[int, int]]:
+        """``[(lo, hi), ...]`` sample ranges generated together (each under GROUP_BYTES, at least one sample)."""
+        out, lo, acc = [], 0, 0
+        for i, s in enumerate(self.sizes.tolist()):
+            if i > lo and acc + s > GROUP_BYTES:
+                out.append((lo, i))
+                lo, acc = i, 0
+            acc += s
+        if len(self.sizes):
+            out.append((lo, len(self.sizes)))
+        return out
+
+    def _group_bytes(self, lo: int, hi: int) -> np.ndarray:
+        n = int(self.sizes[lo:hi].sum())
+        if self.kind == "zeros":
+            return np.zeros(n, dtype=np.uint8)
+        rng = np.random.Generator(np.random.PCG64([self.seed, self.file_index, lo]))
+        buf = np.frombuffer(rng.bytes(n), dtype=np.uint8)
+        if self.kind == "random":
+            return buf
+        keep = max(1, round(COMPRESS_BLOCK / float(self.kind)))
+        buf = buf.copy()
+        whole = n - n % COMPRESS_BLOCK
+        buf[:whole].reshape(-1, COMPRESS_BLOCK)[:, keep:] = 0
+        buf[whole + keep :] = 0
+        return buf
+
+    def iter_groups(self) -> Iterator[tuple[int, int, np.ndarray]]:
+        """Yield ``(lo, hi, bytes of samples lo..hi-1 back to back)``."""
+        for lo, hi in self.groups():
+            yield lo, hi, self._group_bytes(lo, hi)
+
+    def sample(self, i: int) -> bytes:
+        """Sample ``i``'s payload, regenerated (for tests and verification)."""
+        for lo, hi in self.groups():
+            if lo <= i < hi:
+                buf = self._group_bytes(lo, hi)
+                start = int(self.sizes[lo:i].sum())
+                return buf[start : start + int(self.sizes[i])].tobytes()
+        raise IndexError(i)
+
+    @property
+    def total_bytes(self) -> int:
+        return int(self.sizes.sum())
+
+
+class Reader:
+    """An open data file. ``read(i, out)`` reads sample ``i`` into ``out`` (a uint8 array at least
+    ``record_bytes(i)`` long) and returns the number of bytes the read calls returned."""
+
+    num_samples: int
+
+    def read(self, i: int, out: np.ndarray) -> int:
+        raise NotImplementedError
+
+    def payload(self, i: int, out: np.ndarray) -> np.ndarray:
+        """Read sample ``i`` and return a view of its payload in ``out`` (framing stripped)."""
+        n = self.read(i, out)
+        return out[:n]
+
+    def record_bytes(self, i: int) -> int:
+        """Bytes one read of sample ``i`` returns (payload plus any inline framing)."""
+        raise NotImplementedError
+
+    def record_offset(self, i: int) -> int:
+        """Byte offset in the file where sample ``i``'s read starts (for access logs); -1 where the format's
+        library decides (chunked HDF5)."""
+        return -1
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Format:
+    """One file format. Subclasses set ``name``/``suffix`` and implement ``write`` and ``open``."""
+
+    name: ClassVar[str]
+    suffix: ClassVar[str]
+    #: bytes read per sample beyond its payload (inline framing), for the byte plan
+    record_overhead: ClassVar[int] = 0
+    #: options that change only how files are read, not their bytes: left out of the dataset key
+    read_options: ClassVar[frozenset[str]] = frozenset()
+    #: options added after points were measured: at these values they stay out of the dataset and point keys
+    #: (so existing stores keep their keys); any other value is hashed like every option
+    keyless_defaults: ClassVar[dict[str, Any]] = {}
+    #: None: :meth:`decode_payload` gives back the source bytes exactly; a number: the format is lossy (JPEG) and
+    #: the decoded payload is guaranteed within this PSNR (dB) of the source bytes, whatever the payload
+    min_psnr_db: ClassVar[float | None] = None
+    #: whether a reader notices damaged data bytes (a header, framing or checksum to check); raw ``bin`` cannot
+    detects_corrupt_data: ClassVar[bool] = True
+
+    def __init__(self, **options: Any) -> None:
+        problems = self.option_problems(options)
+        if problems:
+            from experiments.errors import ConfigError
+
+            raise ConfigError(problems)
+        self.options = options
+
+    def expected_record_bytes(self, sizes: np.ndarray) -> np.ndarray | None:
+        """Bytes one read of each sample will return, given payload sizes; None where the format cannot know
+        before writing (encoded images). Generation checks the files against it."""
+        return sizes + self.record_overhead
+
+    @classmethod
+    def at_default(cls, option: str, value: Any) -> bool:
+        """Whether ``option`` is at a default that stays out of the keys (see :attr:`keyless_defaults`)."""
+        return option in cls.keyless_defaults and cls.keyless_defaults[option] == value
+
+    @classmethod
+    def option_problems(cls, options: dict[str, Any]) -> list[str]:
+        """Every problem with ``options`` (the format's config group values, minus ``name``)."""
+        return []
+
+    def decode_payload(self, data: bytes) -> bytes:
+        """The source payload bytes that a record's payload (as :meth:`Reader.payload` returns it) stands for:
+        the bytes themselves, or for an encoded image its decoded pixels. For checks; never on the measured path."""
+        return data
+
+    def write(self, path: str | os.PathLike, payload: FilePayload) -> None:
+        """Write all of ``payload``'s samples to ``path``, durably (fsync'd before returning)."""
+        raise NotImplementedError
+
+    def open(self, path: str | os.PathLike) -> Reader:
+        raise NotImplementedError
+
+    def sidecars(self, path: str | os.PathLike) -> list[Path]:
+        """Other files that belong to a data file (an index), for eviction and verification."""
+        return []
+
+
+def fsync_path(path: str | os.PathLike) -> None:
+    """Flush a written file to storage, so that page-cache eviction later really empties the cache."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def pread_into(fd: int, out: np.ndarray, nbytes: int, offset: int) -> int:
+    """One positioned read of ``nbytes`` at ``offset`` into ``out``; returns what the call returned (bytes)."""
+    return os.preadv(fd, [memoryview(out)[:nbytes]], offset)

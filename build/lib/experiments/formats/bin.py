@@ -1,0 +1,35 @@
+"""Indexed raw binary (``bin``): the samples' bytes back to back in ``<file>.bin``, nothing else, and their offsets
+in a sidecar index ``<file>.bin.idx`` (as Megatron-LM's ``.bin`` + ``.idx`` pairs). A sample is one ``os.preadv``
+of its bytes into the caller's buffer: the least work any format can do, and the same requests fio makes on the
+same file, which makes ``bin`` the reference the other formats (and the kernel itself) are measured against.
+
+The data file carries no framing or checksum: damage to its bytes cannot be detected (as with fio's files); a
+missing, corrupt or inconsistent index, or a truncated data file, is a clear :class:`FormatError`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from experiments.formats.base import FilePayload, Format, Reader, fsync_path
+from experiments.formats.indexed import IndexedReader, index_path, offsets_of, write_index
+
+
+class Bin(Format):
+    name = "bin"
+    suffix = ".bin"
+    detects_corrupt_data = False
+
+    def write(self, path: str | os.PathLike, payload: FilePayload) -> None:
+        with open(path, "wb") as f:
+            for _, _, buf in payload.iter_groups():
+                f.write(memoryview(buf))
+        fsync_path(path)
+        write_index(path, offsets_of(payload.sizes.tolist()))
+
+    def open(self, path: str | os.PathLike) -> Reader:
+        return IndexedReader(path)
+
+    def sidecars(self, path: str | os.PathLike) -> list[Path]:
+        return [index_path(path)]

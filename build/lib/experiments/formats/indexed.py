@@ -1,0 +1,106 @@
+"""What the formats that keep their records back to back in one data file share (``bin``, ``npy``, ``jpeg``,
+``png``): a sidecar index ``<file>.idx`` — an int64 ``.npy`` array of n+1 offsets (bytes, relative to where the
+records start), record i spanning ``offsets[i]:offsets[i+1]`` — and a reader that loads the index once at open and
+reads each record with one positioned read into the caller's buffer.
+
+TFRecord's ``.idx`` has the same layout but keeps its own code (its frames are checked on read).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from experiments.errors import FormatError
+from experiments.formats.base import Reader, fsync_path
+
+
+def index_path(path: str | os.PathLike) -> Path:
+    """The sidecar index of data file ``path``."""
+    return Path(str(path) + ".idx")
+
+
+def offsets_of(lengths: Iterable[int]) -> np.ndarray:
+    """int64 offsets (n+1 entries, from 0) of records of the given lengths (bytes) laid back to back."""
+    lengths = np.fromiter(lengths, dtype=np.int64)
+    out = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=out[1:])
+    return out
+
+
+def write_index(path: str | os.PathLike, offsets: np.ndarray) -> None:
+    """Write and fsync the sidecar index of data file ``path``."""
+    with open(index_path(path), "wb") as f:
+        np.save(f, np.asarray(offsets, dtype=np.int64))
+    fsync_path(index_path(path))
+
+
+def read_index(path: str | os.PathLike) -> np.ndarray:
+    """The offsets in data file ``path``'s index, checked (1-D int64, from 0, non-decreasing); else FormatError."""
+    idx = index_path(path)
+    try:
+        offsets = np.load(idx, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise FormatError(f"{path}: its index {idx.name} is missing or corrupt ({e})") from e
+    if offsets.dtype != np.int64 or offsets.ndim != 1 or len(offsets) < 1 or offsets[0] != 0 or np.any(
+        np.diff(offsets) < 0
+    ):
+        raise FormatError(f"{path}: its index {idx.name} is corrupt (not n+1 increasing int64 offsets from 0)")
+    return offsets
+
+
+class IndexedReader(Reader):
+    """A data file whose records start at byte ``base`` and whose offsets are in the sidecar index.
+
+    ``read`` is one ``os.preadv`` of the whole record into the caller's buffer, then :meth:`check` (a hook that
+    formats with a signature or decoding override); it returns the bytes the read returned.
+    """
+
+    def __init__(self, path: str | os.PathLike, offsets: np.ndarray | None = None, base: int = 0) -> None:
+        self.path = str(path)
+        self.offsets = read_index(path) if offsets is None else offsets
+        self.num_samples = len(self.offsets) - 1
+        self._base = base
+        # the per-read path does no numpy scalar conversions and calls the check hook only if a format has one
+        self._starts = (self.offsets + base).tolist()
+        self._check = None if type(self).check is IndexedReader.check else self.check
+        self._out: np.ndarray | None = None
+        self._view = memoryview(b"")
+        self._span, self._iov = -1, [self._view]
+        try:
+            self._fd = os.open(self.path, os.O_RDONLY)
+        except OSError as e:
+            raise FormatError(f"{path}: not a readable data file ({e})") from e
+        size = os.fstat(self._fd).st_size
+        if size < base + self.offsets[-1]:
+            os.close(self._fd)
+            raise FormatError(f"{path}: truncated: {size} bytes, the index expects {base + int(self.offsets[-1])}")
+
+    def record_bytes(self, i: int) -> int:
+        return int(self.offsets[i + 1] - self.offsets[i])
+
+    def record_offset(self, i: int) -> int:
+        return self._starts[i]
+
+    def read(self, i: int, out: np.ndarray) -> int:
+        off = self._starts[i]
+        span = self._starts[i + 1] - off
+        if out is not self._out or span != self._span:  # the kernel reuses one buffer: build its iovec once
+            if out is not self._out:
+                self._out, self._view = out, memoryview(out)
+            self._span, self._iov = span, [self._view[:span]]
+        n = os.preadv(self._fd, self._iov, off)
+        if n != span:
+            raise FormatError(f"{self.path}: record {i} truncated: read {n} of {span} bytes at {off}")
+        if self._check is not None:
+            self._check(i, out[:n])
+        return n
+
+    def check(self, i: int, record: np.ndarray) -> None:
+        """Validate (or decode) record ``i`` just read; raise FormatError if it is not what the format writes."""
+
+    def close(self) -> None:
+        os.close(self._fd)

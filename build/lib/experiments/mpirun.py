@@ -1,0 +1,165 @@
+"""Run a Python module as an MPI step with a point's launch line (``mpiexec -n {ranks}``, ``srun ...``)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from experiments.errors import LaunchError, TimeLimitError
+
+
+@dataclass
+class StepResult:
+    """How an MPI step ended: the command, its exit code, wall seconds and the tail of its output."""
+
+    argv: list[str]
+    returncode: int
+    seconds: float
+    stdout_tail: str
+    stderr_tail: str
+    #: what ended the step, found anywhere in its output (see :func:`failure_cause`), or None
+    cause: str | None = None
+
+
+def launch_argv(launch: str, ranks: int, nodes: int, ppn: int, module: str, args: list[str]) -> list[str]:
+    """The full command line of an MPI step: the launch line (placeholders filled) + this Python + ``-m module``."""
+    from experiments.config import resolve_command
+
+    words = shlex.split(launch.format(ranks=ranks, nodes=nodes, ppn=ppn))
+    if not words:
+        raise LaunchError("cluster.launch is empty: give an MPI launch line such as 'mpiexec -n {ranks}'")
+    exe = resolve_command(words[0])
+    if exe is None:
+        raise LaunchError(
+            f"'{words[0]}' not found: install an MPI (pip install mpich) "
+            "or set cluster.launch to your MPI's launch line"
+        )
+    return [exe, *words[1:], sys.executable, "-m", module, *args]
+
+
+def headline(stderr: str) -> str:
+    """The line of an MPI step's stderr that says what went wrong: a ddlio rank's own message if there is one,
+    else the last non-empty line."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    for ln in lines:
+        if ln.startswith(("ddlio", "rank ")):
+            return ln
+    return lines[-1] if lines else "(no output)"
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+#: causes of a failed step, most telling first: (pattern over its output, what the failure's first line says)
+_CAUSES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = [
+    (re.compile(r"No space left on device|\bENOSPC\b|\[Errno 28\]"), lambda m: "No space left on device"),
+    (re.compile(r"Disk quota exceeded|\bEDQUOT\b|\[Errno 122\]"), lambda m: "Disk quota exceeded"),
+    (re.compile(r"DUE TO TIME LIMIT|[Tt]ime limit exceeded"), lambda m: "time limit reached"),
+    (re.compile(r"DUE TO PREEMPTION"), lambda m: "preempted"),
+    (re.compile(r"\boom[-_ ]kill|Out Of Memory|\bMemoryError\b", re.I), lambda m: "out of memory"),
+    # MPICH: "EXIT STRING: Killed (signal 9)"; Open MPI: "exited on signal 9 (Killed)"; Hydra: "KILLED BY SIGNAL: 9"
+    (re.compile(r"\(signal (\d+)\)|on signal (\d+)|KILLED BY SIGNAL: (\d+)"),
+     lambda m: f"killed by {_signal_name(int(next(g for g in m.groups() if g)))}"),
+    # srun: "srun: error: n1: task 1: Killed" / "... task 0: Segmentation fault"
+    (re.compile(r"task \d+: (Killed|Segmentation fault|Aborted|Bus error|Terminated)"),
+     lambda m: {"Killed": "killed by SIGKILL", "Segmentation fault": "killed by SIGSEGV", "Aborted":
+                "killed by SIGABRT", "Bus error": "killed by SIGBUS", "Terminated": "killed by SIGTERM"}[m.group(1)]),
+]
+
+
+def failure_cause(*texts: str, returncode: int | None = None) -> str | None:
+    """What ended a failed step, searched for anywhere in its output (stderr, and stdout where MPI launchers
+    report dead ranks): no space left, quota, time limit, preemption, out of memory, a signal by name. A
+    negative ``returncode`` (the launcher itself killed by a signal) names that signal. None when nothing tells."""
+    for pattern, say in _CAUSES:
+        for text in texts:
+            m = pattern.search(text)
+            if m:
+                return say(m)
+    if returncode is not None and returncode < 0:
+        return f"killed by {_signal_name(-returncode)}"
+    return None
+
+
+def read_log(path: str | os.PathLike, limit: int = 16 << 20) -> str:
+    """The last ``limit`` bytes of a log file (empty when it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - limit))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _tail(text: str, lines: int = 30) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def run_step(
+    argv: list[str],
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    log_prefix: str | None = None,
+) -> StepResult:
+    """Run one MPI step to completion within ``timeout_s`` seconds; on time-out the whole process group is
+    killed and a TimeLimitError raised (with the tail of what the step wrote). A non-zero exit is returned, not
+    raised (the caller decides).
+
+    The step's stdout/stderr stream into ``log_prefix.out``/``.err`` as it runs (a temporary pair without a
+    prefix), so a job killed mid-step still leaves its ranks' last words.
+    """
+    import tempfile
+
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    # the project must be importable by the ranks, wherever they start
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    full_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, full_env.get("PYTHONPATH", "")) if p)
+    tmpdir = None
+    if log_prefix is None:
+        tmpdir = tempfile.mkdtemp(prefix="ddlio-step-")
+        log_prefix = os.path.join(tmpdir, "step")
+    out_path, err_path = f"{log_prefix}.out", f"{log_prefix}.err"
+
+    def tail(path: str) -> str:
+        with open(path, errors="replace") as f:
+            return _tail(f.read()[-65536:])
+
+    t0 = time.perf_counter()
+    try:
+        with open(out_path, "w") as out, open(err_path, "w") as err:
+            proc = subprocess.Popen(argv, stdout=out, stderr=err, env=full_env, cwd=cwd, start_new_session=True)
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise TimeLimitError(
+                    f"MPI step timed out after {timeout_s:.1f} s and was killed: {shlex.join(argv)}\n"
+                    f"{_tail(tail(err_path), 15)}"
+                ) from None
+            finally:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+        cause = None if proc.returncode == 0 else failure_cause(read_log(err_path), read_log(out_path),
+                                                                  returncode=proc.returncode)
+        return StepResult(argv, proc.returncode, time.perf_counter() - t0, tail(out_path), tail(err_path), cause)
+    finally:
+        if tmpdir:
+            import shutil
+
+            shutil.rmtree(tmpdir, ignore_errors=True)

@@ -1,0 +1,134 @@
+"""``reader=tf``: the same epoch read through TensorFlow's tf.data instead of ddlio's own reader.
+
+- ``tfrecord`` goes through ``tf.data.TFRecordDataset`` (TensorFlow's own C++ reader, ``num_parallel_reads`` =
+  ``read_threads``). It reads whole files: with ``fpp`` a rank reads its own files; with ``shared`` the files are
+  sharded among the ranks when there are at least as many files as ranks (file-level sharding), else every rank
+  reads every file and keeps every P-th record (``Dataset.shard``: tf.data's record-level sharding, which reads
+  P times the data — measured as such). ``shuffle=file`` permutes a rank's files each epoch; ``shuffle=sample``
+  adds a seeded ``Dataset.shuffle`` over all of the rank's records (after reading, as tf.data does).
+- every other format goes through ``tf.data.Dataset.from_generator`` over ddlio's readers, in the native order.
+
+Then ``batch(batch_size, drop_remainder=drop_last).prefetch(prefetch)``. Bytes read are counted independently of
+TensorFlow from the file system: ``/proc/self/io`` ``rchar`` (bytes returned by the process's read calls) over the
+epoch, checked against the plan (the whole files read; TensorFlow's runtime may add up to TF_OTHER_READS_MAX
+bytes of its own reads of /proc and /sys, which rchar cannot tell apart) for TFRecordDataset; through the
+generator, ddlio's own read calls do the reading and their returned bytes are counted, as with ``reader=native``.
+tf.data hides individual reads, so the latencies of ``reader=tf`` are per batch (the wait for ``next()``).
+
+TensorFlow is imported only here, only when ``reader=tf`` is asked for.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+INSTALL_HINT = "reader=tf needs TensorFlow: pip install -e '.[tf]' (or pip install tensorflow-cpu)"
+#: TensorFlow's runtime reads a little on its own while an iterator runs (/proc/cpuinfo, /sys/.../cpu/online):
+#: with reader=tf, rchar may exceed the data's bytes by at most this much per rank and epoch (measured: ~0.1 KiB
+#: after a first, empty iterator has paid the one-time ~2.7 KiB)
+TF_OTHER_READS_MAX = 4096
+
+
+def import_tf() -> Any:
+    """TensorFlow, quiet, or an ImportError that says how to install it."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        import tensorflow as tf
+    except ImportError as e:
+        raise ImportError(INSTALL_HINT) from e
+    return tf
+
+
+def rank_files(plan: Any, point: dict[str, Any], epoch: int, ranks: int, rank: int) -> tuple[list[int], bool]:
+    """(files this rank reads in order, whether it shards records) for TFRecordDataset."""
+    files = np.arange(plan.num_files)
+    record_shard = False
+    if point["access"] == "fpp":
+        per = plan.num_files // ranks
+        mine = files[rank * per : (rank + 1) * per]
+    elif plan.num_files >= ranks:
+        mine = files[rank::ranks]
+    else:
+        mine, record_shard = files, True
+    if point.get("shuffle", "none") == "file":
+        rng = np.random.Generator(np.random.PCG64([point["seed"], 0x7F, epoch, rank]))
+        mine = rng.permutation(mine)
+    return [int(f) for f in mine], record_shard
+
+
+def rchar() -> int:
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+
+
+def run_epoch(tf: Any, plan: Any, point: dict[str, Any], epoch: int, ranks: int, rank: int, ids: np.ndarray,
+              lane: Any, compute: list[float]) -> dict[str, Any]:
+    """Read one epoch through tf.data; returns bytes (rchar), the plan, samples, per-batch latencies (ns), the
+    loop's wait (ns) and compute (s)."""
+    batch, prefetch = point["batch_size"], int(point.get("prefetch", 2))
+    threads = int(point.get("read_threads", 0))
+    drop = bool(point.get("drop_last", False))
+    if plan.format == "tfrecord":
+        files, record_shard = rank_files(plan, point, epoch, ranks, rank)
+        paths = [plan.file_path(f) for f in files]
+        ds = tf.data.TFRecordDataset(paths, num_parallel_reads=threads or None)
+        if record_shard:
+            ds = ds.shard(ranks, rank)
+        if point.get("shuffle", "none") == "sample":
+            starts = plan.file_starts
+            n = int(sum(starts[f + 1] - starts[f] for f in files))
+            ds = ds.shuffle(max(1, n), seed=int(point["seed"]) * 1000 + epoch, reshuffle_each_iteration=False)
+        planned = int(sum(os.path.getsize(p) for p in paths))
+    else:
+        starts = plan.file_starts
+        file_of = (np.searchsorted(starts, ids, side="right") - 1).tolist()
+        local = (ids - starts[np.asarray(file_of, dtype=np.int64)]).tolist() if len(ids) else []
+
+        def gen() -> Any:
+            for f, i in zip(file_of, local, strict=True):
+                n = lane.reader_of(f).read(i, lane.buf)  # opens (timed, counted) on first use, as the native lane
+                counted[0] += n
+                yield lane.buf[:n]
+
+        ds = tf.data.Dataset.from_generator(gen, output_signature=tf.TensorSpec(shape=(None,), dtype=tf.uint8))
+        planned = int(plan.record_bytes()[ids].sum())
+    counted = [0]  # generator path: the bytes ddlio's read calls returned (rchar would add index/metadata reads)
+    if plan.format == "tfrecord":  # records are scalar strings
+        ds = ds.batch(batch, drop_remainder=drop).prefetch(prefetch)
+    else:  # samples of different sizes: a ragged batch
+        ds = ds.ragged_batch(batch, drop_remainder=drop).prefetch(prefetch)
+    perf = time.perf_counter_ns
+    lat: list[int] = []
+    samples = wait = 0
+    compute_s = 0.0
+    if not getattr(tf, "_ddlio_primed", False):  # TF's one-time runtime reads happen outside the window
+        for _ in tf.data.TFRecordDataset([]).batch(1).prefetch(1):
+            pass
+        tf._ddlio_primed = True
+    r0 = rchar()
+    it = iter(ds)
+    b = 0
+    while True:
+        t = perf()
+        try:
+            x = next(it)
+        except StopIteration:
+            wait += perf() - t
+            break
+        dt = perf() - t
+        wait += dt
+        lat.append(dt)
+        samples += int(x.shape[0])
+        c = compute[b] if b < len(compute) else (compute[-1] if compute else 0.0)
+        if c > 0:
+            t = perf()
+            time.sleep(c)
+            compute_s += (perf() - t) / 1e9
+        b += 1
+    nbytes = rchar() - r0 if plan.format == "tfrecord" else counted[0]
+    return {"bytes": nbytes, "rchar": rchar() - r0, "planned": planned, "samples": samples, "lat": lat, "wait_ns": wait,
+            "compute_s": compute_s}

@@ -1,0 +1,139 @@
+"""The ddlio launcher: Hydra hands it a batch of points (override lists); it composes each, validates the whole
+batch, measures it (:func:`experiments.batch.run_batch`) and returns one ``JobReturn`` per point whose
+``return_value`` is the point's objective (``objective=``, e.g. bandwidth_mib_s), or None when the point failed,
+is still running (wait=false) or was only planned (dry_run). Optuna records a None as a failed trial and goes on.
+
+Exit statuses: bad input prints one message and raises ``SystemExit(2)`` before anything runs (Hydra's
+``run_and_report`` catches only ``Exception``); Ctrl-C raises ``SystemExit(130)`` after saying what is kept;
+failed points make :class:`DdlioSummary` (a Hydra callback) end the run with ``SystemExit(1)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.experimental.callback import Callback
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+
+class DdlioLauncher(Launcher):
+    """Runs each batch in this process: local points one at a time, Slurm points as jobs (equal resources share
+    an array), every result stored as it lands."""
+
+    def __init__(self) -> None:
+        self.config: DictConfig | None = None
+        self.hydra_context: HydraContext | None = None
+        self.task_function: TaskFunction | None = None
+        #: point keys this run has measured or tried: a search proposing one again is answered from the store
+        self.tried: set[str] = set()
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
+        # ddlio's lines say what each trial measured or why it failed; Optuna's (study created ...) and its Hydra
+        # sweeper's (a failed point's None "must be float-castable ... max_failure_rate") would only repeat it
+        logging.getLogger("optuna").setLevel(logging.WARNING)
+        logging.getLogger("hydra_plugins.hydra_optuna_sweeper").setLevel(logging.CRITICAL)
+
+    def _compose(self, overrides: Sequence[str], idx: int) -> DictConfig:
+        assert self.hydra_context is not None and self.config is not None
+        cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+        with open_dict(cfg):
+            cfg.hydra.job.id = idx
+            cfg.hydra.job.num = idx
+        return cfg
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.core.utils import setup_globals
+
+        from experiments.batch import run_batch
+        from experiments.errors import DdlioError
+
+        assert self.hydra_context is not None and self.task_function is not None and self.config is not None
+        setup_globals()
+        Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)  # sweepers write there
+        configs = [self._compose(o, initial_job_idx + i) for i, o in enumerate(job_overrides)]
+        composed = []
+        for cfg in configs:
+            HydraConfig.instance().set_config(cfg)  # a value may interpolate ${hydra:...}
+            composed.append((task_dict(cfg), tuple(cfg.hydra.overrides.task)))
+        for cfg in configs:
+            self.hydra_context.callbacks.on_job_start(config=cfg, task_function=self.task_function)
+        try:
+            outcomes = run_batch(composed, os.getcwd(), tried=self.tried)
+        except DdlioError as e:
+            print(f"error: {e}", file=sys.stderr)
+            raise SystemExit(2) from None
+        except KeyboardInterrupt:
+            print("interrupted: what finished is stored; run the same command again to resume", file=sys.stderr)
+            raise SystemExit(130) from None
+        returns = []
+        for cfg, (_, overrides), outcome in zip(configs, composed, outcomes, strict=True):
+            task_cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+            ret = JobReturn(overrides=list(overrides), cfg=task_cfg, hydra_cfg=cfg, working_dir=os.getcwd(),
+                            task_name=str(cfg.hydra.job.name), status=JobStatus.COMPLETED,
+                            _return_value=outcome.value)
+            self.hydra_context.callbacks.on_job_end(config=cfg, job_return=ret, ddlio_outcome=outcome)
+            returns.append(ret)
+        return returns
+
+
+def task_dict(cfg: DictConfig) -> dict[str, Any]:
+    """The point's config as plain data (resolved), without Hydra's own node."""
+    out = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(out, dict)
+    out.pop("hydra", None)
+    return out  # type: ignore[return-value]
+
+
+class DdlioSummary(Callback):
+    """A Hydra callback (``hydra.callbacks.ddlio`` in conf/config.yaml): collects what each point came to, and at
+    the end of a run of several configurations prints the best one, its objective and the evidence
+    (repetitions stored for it, a bootstrap interval when there are several); a failed point makes the exit
+    status 1."""
+
+    def __init__(self) -> None:
+        self.outcomes: list[tuple[list[str], Any]] = []
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, ddlio_outcome: Any = None,
+                   **kwargs: Any) -> None:
+        if ddlio_outcome is not None:
+            self.outcomes.append((job_return.overrides or [], ddlio_outcome))
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        failed = {o.spec.point_key for _, o in self.outcomes if o.status == "failed"}
+        done = [(ov, o) for ov, o in self.outcomes if o.status == "completed"]
+        if len({o.spec.point_key for _, o in done}) > 1:
+            print_best(done, str(config.get("objective", "bandwidth_mib_s")))
+        if failed:
+            raise SystemExit(1)
+
+
+def print_best(done: list[tuple[list[str], Any]], objective: str, echo: Any = print) -> None:
+    """Print the best completed point of ``done`` ((overrides, Outcome) pairs), with the evidence the store
+    holds for it."""
+    from analysis.store import Store
+    from experiments.batch import interval, repetitions
+
+    overrides, best = max(done, key=lambda d: d[1].value)
+    distinct = len({o.spec.point_key for _, o in done})
+    shown = [o for o in overrides if not o.startswith(("data_root=", "db="))]
+    echo(f"best of {distinct} configurations by {objective} (maximised): {best.value:.4g}")
+    echo(f"  {' '.join(shown) or '(defaults)'}    ({best.spec.label}, point {best.spec.point_key})")
+    reps = repetitions(Store(best.db or best.spec.db), best.spec, objective)
+    if len(reps) > 1:
+        lo, hi = interval(list(reps.values()))
+        mean = sum(reps.values()) / len(reps)
+        echo(f"  evidence: {len(reps)} repetitions (repeat={','.join(map(str, sorted(reps)))}), mean {mean:.4g}, "
+             f"95% bootstrap interval of the mean [{lo:.4g}, {hi:.4g}]")
+    else:
+        echo("  evidence: one measurement, no repetitions (add repeat=0,1,2 to measure it again and get an "
+             "interval)")

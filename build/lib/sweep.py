@@ -1,0 +1,106 @@
+#!/usr/bin/env python
+"""ddlio's entry point: compose points from ``conf/`` with Hydra overrides, validate all of them, then measure.
+
+    python sweep.py                                        # one default point
+    python sweep.py -m format=hdf5,tfrecord stripe=1,4,16  # a sweep: the Cartesian product, 6 points
+
+Hydra composes one config per point (multirun = every combination) and hands each batch to ddlio's launcher
+(``hydra_plugins/ddlio_launcher``): it validates every point of the batch (so a bad value is reported before any
+job is submitted or byte written), measures the batch through ``experiments.launch`` with the results store (which
+skips what is already measured and records everything else as it finishes) and returns each point's objective, so
+any Hydra sweeper drives it: the grid by default, ``hydra/sweeper=optuna`` for an adaptive search.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from experiments.config import register_configs
+
+register_configs()
+
+
+def _scratch() -> str:
+    """Hydra's own scratch directory, private to the user: in a multirun Hydra saves the composed config there
+    (multirun.yaml), a db password included."""
+    path = os.path.join(tempfile.gettempdir(), f"ddlio-hydra-{os.getuid()}")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+OmegaConf.register_new_resolver("ddlio_scratch", _scratch, replace=True)
+
+#: what makes Hydra answer by itself instead of running points (a run without -m goes through the launcher too)
+_HYDRA_COMMANDS = ("-m", "--multirun", "-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "-sc",
+                   "--shell-completion", "-r", "--run", "--version")
+
+
+@hydra.main(version_base=None, config_path="conf", config_name="config")
+def _point(cfg: DictConfig) -> float | None:
+    """The task of one point, for a launcher other than ddlio's (hydra/launcher=basic, submitit ...): measure it
+    as a batch of one and return its objective. ddlio's own launcher (the default) runs whole batches instead."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from experiments.batch import run_batch
+    from experiments.errors import DdlioError
+    from hydra_plugins.ddlio_launcher.launcher import task_dict
+
+    try:
+        [outcome] = run_batch([(task_dict(cfg), tuple(HydraConfig.get().overrides.task))], os.getcwd())
+    except DdlioError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    return outcome.value
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Compose the points with Hydra and hand them to the configured launcher (ddlio's, ``hydra/launcher=ddlio``);
+    a run without ``-m`` is a sweep of one point. Returns the exit status: 0 ok, 1 failed points, 2 bad input,
+    130 interrupted."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not any(a.split("=", 1)[0] in _HYDRA_COMMANDS for a in args):
+        args = ["--multirun", *args]
+    saved = sys.argv
+    sys.argv = [saved[0] if saved else "sweep.py", *args]
+    try:
+        _point()
+    except SystemExit as e:  # --help, bad input (2), failed points (1), interrupted (130)
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        sys.argv = saved
+    return 0
+
+
+def run() -> int:
+    """``main()`` as a command: no traceback reaches the user unless ``DDLIO_TRACEBACK=1`` asks for it."""
+    try:
+        return main()
+    except BrokenPipeError:  # output piped into head & co.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        if os.environ.get("DDLIO_TRACEBACK") == "1":
+            raise
+        from experiments.errors import DdlioError
+
+        if isinstance(e, DdlioError):
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        from experiments.secrets import mask
+
+        print(mask(f"error: {type(e).__name__}: {e}".splitlines()[0][:500]), file=sys.stderr)
+        print("(an unexpected error in ddlio; set DDLIO_TRACEBACK=1 to see the traceback)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(run())
