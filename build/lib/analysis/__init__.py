@@ -1,1 +1,0 @@
-"""ddlio.analysis: the results store and everything that reads it (summary, ingest, figures, guidelines, report)."""
