@@ -76,6 +76,14 @@ def test_a_bad_value_in_any_point_stops_the_batch_before_anything_runs(sweep, tm
     assert not (tmp_path / "r.db").exists() and not (tmp_path / "data").exists()
 
 
+def test_another_launcher_runs_each_point_as_a_batch_of_one(sweep, tmp_path):
+    # Hydra's basic launcher calls the task once per point: the task measures it through the same path
+    p = sweep("-m", "hydra/launcher=basic", "format=hdf5,npz", "workload=tiny", "workload.epochs=1")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.count("ddlio: 1 point ->") == 2
+    assert _completed(tmp_path / "r.db") == [("hdf5", "completed"), ("npz", "completed")]
+
+
 # ------------------------------------------------------------------------------------------ adaptive search
 OPTUNA = ("-m", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=6", "hydra.sweeper.sampler.seed=7",
           "format=choice(hdf5,tfrecord,npz)", "workload.read_threads=range(0,3)", "workload=tiny",
