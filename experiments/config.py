@@ -642,7 +642,7 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
     fs_type, lustre = "unknown", False
     if not any(p.startswith("data_root") for p in problems):
         fs = fs_info(data_root)
-        fs_type, lustre = fs.type, fs.type == "lustre"
+        fs_type, lustre = fs.type, fs.is_lustre
         need = samples * sample_size if isinstance(samples, int) else 0
         if need > fs.total_bytes:
             problems.append(

@@ -80,6 +80,11 @@ class FsInfo:
     free_bytes: int
     total_bytes: int
 
+    @property
+    def is_lustre(self) -> bool:
+        """The one test of "is this Lustre?" (striping applies, lfs works): the statfs magic of a Lustre client."""
+        return self.magic == LUSTRE_MAGIC
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -135,4 +140,4 @@ def fs_info(path: str | os.PathLike) -> FsInfo:
 
 def is_lustre(path: str | os.PathLike) -> bool:
     """True when ``path`` (or its nearest existing ancestor) is on a Lustre client mount."""
-    return fs_info(path).magic == LUSTRE_MAGIC
+    return fs_info(path).is_lustre

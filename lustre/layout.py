@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from ddlio.errors import LayoutError
-from lustre.fs import LUSTRE_MAGIC, fs_info
+from lustre.fs import fs_info
 
 #: Lustre's limits on a plain layout: stripe size is a multiple of 64 KiB below 4 GiB; stripe count up to 2000.
 STRIPE_SIZE_UNIT = 64 * 1024
@@ -153,7 +153,7 @@ def apply_layout(directory: str | os.PathLike, layout: Layout) -> LayoutRecord:
     d = Path(directory)
     info = fs_info(d)
     requested = {"stripe_count": layout.stripe_count, "stripe_size": layout.stripe_size}
-    if info.magic != LUSTRE_MAGIC:
+    if not info.is_lustre:
         d.mkdir(parents=True, exist_ok=True)
         return LayoutRecord(False, info.type, requested, reason=f"{info.type} is not Lustre: striping not applied")
     d.mkdir(parents=True, exist_ok=True)

@@ -23,3 +23,13 @@ def test_the_errors_are_the_same_classes_under_both_names():
 
     for name in ("DdlioError", "ConfigError", "LayoutError", "LaunchError", "TimeLimitError"):
         assert getattr(experiments.errors, name) is getattr(ddlio.errors, name)
+
+
+def test_one_answer_to_is_this_lustre(tmp_path):
+    from lustre.fs import LUSTRE_MAGIC, FsInfo, fs_info, is_lustre
+
+    here = fs_info(tmp_path)
+    assert here.is_lustre is is_lustre(tmp_path) is (here.magic == LUSTRE_MAGIC)
+    named = FsInfo("/x", "lustre", 0xEF53, "/x", "lustre", "", 1, 1)  # a mount table's name is not the test
+    assert not named.is_lustre
+    assert FsInfo("/x", "lustre", LUSTRE_MAGIC, "/x", "lustre", "", 1, 1).is_lustre
