@@ -133,6 +133,15 @@ def test_a_failed_trial_does_not_stop_the_search(sweep, tmp_path, optuna_install
     assert "Traceback" not in p.stdout + p.stderr
 
 
+def test_a_dry_run_of_a_search_shows_its_first_batch(sweep, tmp_path, optuna_installed):
+    p = sweep("-m", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=6", "format=choice(hdf5,npz)", "workload=tiny",
+              "dry_run=true", timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.count("dry run: 2 point(s)") + p.stdout.count("dry run: 1 point(s)") == 1
+    assert "its first batch is all a dry run can show" in p.stdout and "Traceback" not in p.stderr
+    assert not (tmp_path / "r.db").exists() and not (tmp_path / "data").exists()
+
+
 def test_bad_input_in_a_search_is_one_message(sweep, tmp_path, optuna_installed):
     p = sweep("-m", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=2", "format=choice(hdf5,npz)", "stripe=-5",
               "workload=tiny", timeout=300)

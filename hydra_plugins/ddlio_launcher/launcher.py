@@ -75,6 +75,10 @@ class DdlioLauncher(Launcher):
         except KeyboardInterrupt:
             print("interrupted: what finished is stored; run the same command again to resume", file=sys.stderr)
             raise SystemExit(130) from None
+        if outcomes and all(o.status == "planned" for o in outcomes) and not self._grid():
+            print("dry run: an adaptive search proposes its later trials from measured objectives, so its first "
+                  "batch is all a dry run can show")
+            raise SystemExit(0)
         returns = []
         for cfg, (_, overrides), outcome in zip(configs, composed, outcomes, strict=True):
             task_cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
@@ -84,6 +88,12 @@ class DdlioLauncher(Launcher):
             self.hydra_context.callbacks.on_job_end(config=cfg, job_return=ret, ddlio_outcome=outcome)
             returns.append(ret)
         return returns
+
+
+    def _grid(self) -> bool:
+        """True when the sweeper is a grid (its batches do not depend on the objectives returned)."""
+        target = str(OmegaConf.select(self.config, "hydra.sweeper._target_", default=""))
+        return target.endswith((".DdlioSweeper", ".BasicSweeper"))
 
 
 def task_dict(cfg: DictConfig) -> dict[str, Any]:
