@@ -133,6 +133,14 @@ def test_a_failed_trial_does_not_stop_the_search(sweep, tmp_path, optuna_install
     assert "Traceback" not in p.stdout + p.stderr
 
 
+def test_a_search_whose_every_trial_fails_says_so_in_one_line(sweep, tmp_path, optuna_installed):
+    p = sweep("-m", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=1",
+              "format=choice(hdf5,npz)", "cluster.launch=/bin/false", "workload=tiny", timeout=300)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "error: every trial of the search failed, so there is no best configuration" in p.stderr
+    assert "Traceback" not in p.stdout + p.stderr and "No trials are completed" not in p.stderr
+
+
 def test_a_dry_run_of_a_search_shows_its_first_batch(sweep, tmp_path, optuna_installed):
     p = sweep("-m", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=6", "format=choice(hdf5,npz)", "workload=tiny",
               "dry_run=true", timeout=300)

@@ -34,6 +34,8 @@ class DdlioLauncher(Launcher):
         self.task_function: TaskFunction | None = None
         #: point keys this run has measured or tried: a search proposing one again is answered from the store
         self.tried: set[str] = set()
+        #: a point of this run has an objective (else the last batch of a search ends the run: nothing to compare)
+        self.completed_any = False
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
@@ -79,6 +81,14 @@ class DdlioLauncher(Launcher):
             print("dry run: an adaptive search proposes its later trials from measured objectives, so its first "
                   "batch is all a dry run can show")
             raise SystemExit(0)
+        self.completed_any = self.completed_any or any(o.status == "completed" for o in outcomes)
+        n_trials = OmegaConf.select(self.config, "hydra.sweeper.n_trials", default=None)
+        last = isinstance(n_trials, int) and initial_job_idx + len(job_overrides) >= n_trials
+        if last and not self.completed_any and not self._grid():
+            # the sweeper would end on "no trials are completed" with a traceback: say it as ddlio says things
+            print("error: every trial of the search failed, so there is no best configuration; their errors are "
+                  "in the store (python -m analysis summary)", file=sys.stderr)
+            raise SystemExit(1)
         returns = []
         for cfg, (_, overrides), outcome in zip(configs, composed, outcomes, strict=True):
             task_cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
