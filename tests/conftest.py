@@ -78,6 +78,25 @@ class SlurmCluster:
     cpus_per_node: int
 
 
+@pytest.fixture(autouse=True)
+def _cancel_leftover_slurm_jobs(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test that used the Slurm cluster, cancel the jobs it left (those whose working directory is under
+    its tmp_path): a test that fails while its job still runs (a step hung in MPI start-up) must not hold the
+    cluster's nodes for the next tests."""
+    if "slurm_cluster" not in request.fixturenames or shutil.which("squeue") is None:
+        yield
+        return
+    tmp = str(request.getfixturevalue("tmp_path"))
+    yield
+    try:
+        out = subprocess.run(["squeue", "-h", "-o", "%i|%Z"], capture_output=True, text=True, timeout=10).stdout
+    except subprocess.TimeoutExpired:
+        return
+    left = [jid for jid, _, wd in (ln.partition("|") for ln in out.splitlines()) if wd.startswith(tmp)]
+    if left:
+        subprocess.run(["scancel", *left], capture_output=True, timeout=30, check=False)
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster() -> Iterator[SlurmCluster]:
     """The Slurm cluster ``sinfo`` answers for (``tests/cluster/slurm.sh start`` brings one up: nodes n1, n2).
