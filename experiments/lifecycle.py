@@ -89,6 +89,8 @@ TABLE: dict[tuple[State, Event], tuple[State, Action]] = {
     (State.CLAIMED, Event.SUBMIT_OK): (State.SUBMITTED, Action.WAIT),
     (State.CLAIMED, Event.LIMITED): (State.HELD, Action.WAIT),
     (State.HELD, Event.SLOT_FREE): (State.CLAIMED, Action.SUBMIT),
+    # sbatch refused the point for good (a limit below one job): stored failed, no job ever went out
+    **{(s, Event.FAILURE): (State.FAILED, Action.STORE) for s in (State.CLAIMED, State.HELD)},
     **{(s, Event.QUEUED): (State.QUEUED, Action.WAIT) for s in LIVE},
     **{(s, Event.STARTED): (State.RUNNING, Action.WAIT) for s in LIVE},
     **{(s, Event.RESULT): (State.COMPLETED, Action.STORE) for s in LIVE},

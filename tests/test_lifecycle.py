@@ -60,6 +60,13 @@ def test_a_point_another_driver_holds_is_followed_and_its_outcome_reported():
     assert walk(State.SUBMITTED, Event.OTHER_DRIVER, Event.ADOPT_FAILURE)[-1] == (State.FAILED, Action.REPORT)
 
 
+def test_a_submission_refused_for_good_is_stored_failed():
+    """sbatch refuses a point by a limit below one job: no job went out, the point fails (found by CI: the driver
+    raised IllegalTransition and the point stayed claimed)."""
+    assert walk(State.NEW, Event.MEASURE, Event.FAILURE)[-1] == (State.FAILED, Action.STORE)
+    assert walk(State.NEW, Event.MEASURE, Event.LIMITED, Event.FAILURE)[-1] == (State.FAILED, Action.STORE)
+
+
 def test_a_late_result_of_a_point_given_up_on_is_stored():
     assert walk(State.FAILED, Event.RESULT) == [(State.COMPLETED, Action.STORE)]
 
