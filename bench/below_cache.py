@@ -10,8 +10,11 @@ For each format, a fresh dataset is generated and measured with ``repeat=0..R-1`
   eviction.
 
 It prints, per format and mode, the first read's bandwidth (MiB/s; only where an epoch was a first read), the
-repeats' mean and their coefficient of variation across repetitions (each repetition's whole-run bandwidth), and
-the flush read's rate. Everything is measured by ``sweep.py`` into a store of its own under a temporary directory
+repeats' mean and their coefficient of variation across repetitions (each repetition's whole-run bandwidth), the
+flush read's rate, and the reference: the same files read right after each sweep by a plain sequential reader
+(Python ``readv`` of the sample size, evicted before every pass: no ddlio code), as many repetitions of as many
+epochs, with its CV. That CV is this platform's noise floor for windows of that length: ddlio's CV cannot be
+expected below it. Everything is measured by ``sweep.py`` into a store of its own under a temporary directory
 (``--keep`` keeps it), so the numbers are the ones a user would get.
 
     python bench/below_cache.py                                   # hdf5, tfrecord, npz; 5 repeats; 256 MiB
@@ -21,12 +24,14 @@ the flush read's rate. Everything is measured by ``sweep.py`` into a store of it
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,6 +48,33 @@ def sweep(args: list[str]) -> None:
                        env=dict(os.environ, PYTHONPATH=str(ROOT)))
     if p.returncode != 0:
         sys.exit(f"sweep.py {' '.join(args)} failed:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+
+
+def plain_reads(files: list[str], block: int, repeats: int, epochs: int) -> list[float]:
+    """The reference reader: per repetition, ``epochs`` passes over the files (each evicted first, read
+    sequentially in ``block``-byte reads); returns each repetition's bandwidth, MiB/s (bytes / read time)."""
+    buf = bytearray(block)
+    out = []
+    for _ in range(repeats):
+        nbytes, secs = 0, 0.0
+        for _ in range(epochs):
+            for f in files:
+                fd = os.open(f, os.O_RDONLY)
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    t = time.perf_counter()
+                    while got := os.readv(fd, [buf]):
+                        nbytes += got
+                    secs += time.perf_counter() - t
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+        out.append(nbytes / secs / 2**20)
+    return out
+
+
+def cv(xs: list[float]) -> float:
+    return statistics.stdev(xs) / statistics.mean(xs) if len(xs) > 1 else float("nan")
 
 
 def main() -> int:
@@ -67,11 +99,16 @@ def main() -> int:
                 reps = ",".join(map(str, range(a.repeats)))
                 sweep(["-m", f"format={fmt}", f"workload={a.workload}", f"repeat={reps}", f"seed={seed}",
                        f"data_root={data_root}", f"db={db}", f"workload.flush_size={a.flush_size}", *MODES[mode]])
-                rows.append((mode, fmt, seed))
+                with sqlite3.connect(db) as c:
+                    key, size, epochs = c.execute("SELECT dataset_key, sample_size, epochs FROM points WHERE "
+                                                  "format=? AND seed=? LIMIT 1", (fmt, seed)).fetchone()
+                files = sorted(f for f in glob.glob(str(data_root / "datasets" / f"{fmt}-{key[:20]}" / "part-*")))
+                ref = plain_reads(files, int(size), a.repeats, int(epochs))
+                rows.append((mode, fmt, seed, ref))
         with sqlite3.connect(db) as c:
             print(f"{'format':9} {'mode':24} {'first read':>11} {'repeats':>9} {'CV of reps':>10} {'flush':>9}"
-                  "   (MiB/s)")
-            for mode, fmt, seed in rows:
+                  f" {'plain':>7} {'plain CV':>9}   (MiB/s)")
+            for mode, fmt, seed, ref in rows:
                 pts = c.execute("SELECT point_key, bandwidth_mib_s FROM points WHERE format=? AND seed=? AND "
                                 "status='completed'", (fmt, seed)).fetchall()
                 keys = [k for k, _ in pts]
@@ -81,11 +118,11 @@ def main() -> int:
                 first = [bw for f, bw, _ in ep if f]
                 later = [bw for f, bw, _ in ep if not f]
                 per_rep = [bw for _, bw in pts]
-                cv = statistics.stdev(per_rep) / statistics.mean(per_rep) if len(per_rep) > 1 else float("nan")
                 flush = [fl for _, _, fl in ep if fl]
                 print(f"{fmt:9} {mode:24} {(f'{statistics.mean(first):.0f}' if first else '-'):>11} "
-                      f"{statistics.mean(later):9.0f} {cv:10.1%} "
-                      f"{(f'{statistics.mean(flush):.0f}' if flush else '-'):>9}")
+                      f"{statistics.mean(later):9.0f} {cv(per_rep):10.1%} "
+                      f"{(f'{statistics.mean(flush):.0f}' if flush else '-'):>9} {statistics.mean(ref):7.0f} "
+                      f"{cv(ref):9.1%}")
     finally:
         if a.keep:
             print(f"kept: {tmp}")

@@ -283,16 +283,16 @@ def _below_client(plan: DatasetPlan) -> tuple[Path, str] | None:
 
 
 def _settle(point: dict[str, Any], where: tuple[Path, str] | None, files: list[Path]) -> dict[str, Any] | None:
-    """Rank 0, before anything is measured: a freshly generated dataset (never read since) is read once,
-    untimed, and dropped from the page cache, so that the caches below the client treat every repetition alike
-    (the first read of a fresh file is served by the device, every later one by a cache no client can evict).
+    """Rank 0, before anything is measured: a freshly generated dataset (never read since) is read through,
+    untimed, until its read rate is steady (:func:`experiments.cache.settle`), and dropped from the page cache,
+    so that the caches below the client treat every repetition alike (the first read of a fresh file is served by
+    the device, every later one by a cache no client can evict, once it has taken the data).
     Only with ``cache=cold`` and ``settle=true``; returns what it did, or None."""
     if point["cache"] != "cold" or not point.get("settle") or where is None:
         return None
     if not pagecache.claim_first_read(*where):
         return {"settled": False}
-    n, secs = pagecache.read_through(files)
-    return {"settled": True, "settle_bytes": n, "settle_s": secs}
+    return {"settled": True, **pagecache.settle(files)}
 
 
 def _read_history(where: tuple[Path, str] | None) -> dict[str, Any]:

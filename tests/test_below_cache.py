@@ -1,5 +1,5 @@
 """Caches below the client: every epoch says whether it was its dataset's first read since generation; a fresh
-dataset is settled by one untimed read (cache=cold, settle=true); storage_cold reads a flush file before each
+dataset is settled by untimed reads until their rate is steady (cache=cold, settle=true); storage_cold reads a flush file before each
 epoch; analysis flags first reads that differ from repeats and never compares the two."""
 
 from __future__ import annotations
@@ -24,6 +24,23 @@ def test_the_first_read_is_claimed_once(tmp_path):
     assert pagecache.claim_first_read(tmp_path, "2026-01-01T00:00:00Z") is True
     assert pagecache.claim_first_read(tmp_path, "2026-01-01T00:00:00Z") is False
     assert pagecache.claim_first_read(tmp_path, "2026-01-01T00:00:01Z") is True  # regenerated: read anew
+
+
+def test_settle_reads_until_the_rate_is_steady(tmp_path):
+    files = [tmp_path / f"part-{i}" for i in range(2)]
+    for i, f in enumerate(files):
+        f.write_bytes(np.random.default_rng(i).bytes(3 << 20))
+    # any rate within 100x of the median counts as steady: the whole read, then exactly one window of probes
+    s = pagecache.settle(files, probe_bytes=4 << 20, window=3, tolerance=100.0, budget_s=600)
+    assert s["stable"] is True and len(s["passes_mib_s"]) == 4
+    assert s["settle_bytes"] == (6 << 20) + 3 * (4 << 20)  # the probe stops at probe_bytes, inside the 2nd file
+    assert pagecache.residency(files) <= 0.01  # nothing left in the page cache
+    # no time for probes: only the whole read, and it says it did not get to a steady rate
+    s = pagecache.settle(files, budget_s=0.0)
+    assert s["stable"] is False and len(s["passes_mib_s"]) == 1 and s["settle_bytes"] == 6 << 20
+    # rates that can never agree within 0%: probes until the budget runs out, then stops
+    s = pagecache.settle(files, probe_bytes=1 << 20, window=3, tolerance=0.0, budget_s=0.5)
+    assert s["stable"] is False and len(s["passes_mib_s"]) > 1 and s["settle_s"] < 5
 
 
 def test_flush_file_and_read_through(tmp_path):
