@@ -6,6 +6,7 @@ bytes that their read calls returned; the kernel compares that count with the pl
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +23,14 @@ PAYLOAD_KINDS = ("random", "zeros")
 #: A compressible payload is made of blocks of this many bytes, each random for its first ``1/ratio`` and zero
 #: after: deflate (gzip), lzf and PNG then store the random part as is and the zeros almost for free.
 COMPRESS_BLOCK = 4096
+#: Labels that layouts with a label array (HDF5 ``labels``, NPZ ``y``, TFRecord ``label``) store: sample i of a file
+#: is labelled ``i % NUM_CLASSES`` (small enough that every label is one protobuf varint byte)
+NUM_CLASSES = 10
+
+
+def sample_labels(n: int) -> np.ndarray:
+    """The int64 labels of a file's ``n`` samples (see :data:`NUM_CLASSES`)."""
+    return np.arange(n, dtype=np.int64) % NUM_CLASSES
 
 
 def parse_payload(value: object) -> str:
@@ -50,15 +59,28 @@ class FilePayload:
     streams keyed by (seed, file index, group); ``zeros`` are all zero; a ratio r keeps the first
     ``round(COMPRESS_BLOCK / r)`` bytes of every COMPRESS_BLOCK-byte block of the random stream and zeroes the rest,
     so gzip compresses it about r:1 (blocks count from the start of each generation group).
+
+    ``shape`` (``workload.sample_shape``): when given, every sample is a uint8 array of that shape, so every size
+    is its product; layouts that store N-d arrays need it (``()``: samples are byte strings).
     """
 
     seed: int
     file_index: int
     sizes: np.ndarray  # int64, bytes per sample
     kind: str = "random"
+    shape: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         parse_payload(self.kind)  # ValueError naming the valid kinds, before any byte is generated
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        if self.shape and np.any(self.sizes != math.prod(self.shape)):
+            raise ValueError(f"samples of shape {list(self.shape)} hold {math.prod(self.shape)} bytes each, "
+                             "not the sizes given")
+
+    @property
+    def labels(self) -> np.ndarray:
+        """Each sample's label (int64; see :func:`sample_labels`)."""
+        return sample_labels(len(self.sizes))
 
     def groups(self) -> list[tuple[int, int]]:
         """``[(lo, hi), ...]`` sample ranges generated together (each under GROUP_BYTES, at least one sample)."""
@@ -120,6 +142,19 @@ class Reader:
         n = self.read(i, out)
         return out[:n]
 
+    def fetch(self, i: int, out: np.ndarray) -> tuple[int, np.ndarray]:
+        """Read sample ``i`` as a loader hands it on: (bytes the read calls returned, the sample as read — the
+        record in ``out``, or the array the library returned). For ``reader=tf``'s generator."""
+        n = self.read(i, out)
+        return n, out[:n]
+
+    #: whole-file loaders only (``load=whole``): how many times this reader loaded its file whole
+    loads: int = 0
+
+    def release(self) -> None:
+        """Drop what the reader holds in memory beyond its open file (a file loaded whole); the next read loads
+        it again. The kernel calls it when a lane moves on to another file."""
+
     def record_bytes(self, i: int) -> int:
         """Bytes one read of sample ``i`` returns (payload plus any inline framing)."""
         raise NotImplementedError
@@ -156,14 +191,48 @@ class Format:
     min_psnr_db: ClassVar[float | None] = None
     #: whether a reader notices damaged data bytes (a header, framing or checksum to check); raw ``bin`` cannot
     detects_corrupt_data: ClassVar[bool] = True
+    #: the format's ``layout`` choices, the first one the default (today's bytes; keyless); empty: one layout
+    layouts: ClassVar[tuple[str, ...]] = ()
+    #: the layouts that store N-d arrays of ``workload.sample_shape`` samples (and so need it)
+    shaped_layouts: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, **options: Any) -> None:
-        problems = self.option_problems(options)
+        problems = self.problems(options)
         if problems:
             from experiments.errors import ConfigError
 
             raise ConfigError(problems)
         self.options = options
+
+    @property
+    def layout(self) -> str:
+        """The layout the files are written in (``""`` for a format with one layout)."""
+        return self.options.get("layout", self.layouts[0]) if self.layouts else ""
+
+    @property
+    def loads_whole(self) -> bool:
+        """Whether a reader loads its file whole on its first read (``load=whole``) instead of reading samples."""
+        return False
+
+    def whole_load_bytes(self, path: str | os.PathLike) -> int | None:
+        """Bytes the read calls of one whole load of ``path`` return (the plan of ``load=whole``), worked out
+        from the file's structure without reading its data; None for a format that cannot load files whole."""
+        return None
+
+    @classmethod
+    def problems(cls, options: dict[str, Any], sample_shape: tuple[int, ...] | None = None) -> list[str]:
+        """Every problem with ``options`` (the format's config group values, minus ``name``): the layout, the
+        format's own options, and when ``sample_shape`` is given, whether the layout can use it."""
+        out = []
+        if cls.layouts:
+            layout = options.get("layout", cls.layouts[0])
+            if layout not in cls.layouts:
+                out.append(f"format.layout={layout!r} is unknown for {cls.name}: choose one of "
+                           f"{', '.join(cls.layouts)}")
+            elif sample_shape is not None and layout in cls.shaped_layouts and not sample_shape:
+                out.append(f"format.layout={layout} stores each sample as an N-d array: it needs "
+                           "workload.sample_shape (e.g. workload.sample_shape=[512,512,3])")
+        return out + cls.option_problems(options)
 
     def expected_record_bytes(self, sizes: np.ndarray) -> np.ndarray | None:
         """Bytes one read of each sample will return, given payload sizes; None where the format cannot know

@@ -1,6 +1,10 @@
 """HDF5 through h5py: one file holds a 1-D uint8 dataset ``data`` (samples back to back) and ``offsets``
 (int64, n+1 entries: sample i is ``data[offsets[i]:offsets[i+1]]``), so fixed and variable sample sizes share one
 layout. Storage is contiguous or chunked (chunk = ``chunk_samples`` mean-size samples), optionally compressed.
+That is ``layout=bytes`` (the default). ``layout=array`` is how HDF5 training sets are written (DeepGalaxy,
+CosmoFlow, ImageNet-in-HDF5): one N-d uint8 dataset ``images`` of shape ``(n, *workload.sample_shape)``, chunks of
+``chunk_samples`` whole images (shape ``(k, *sample_shape)``; 0 = contiguous), optionally compressed, and an int64
+``labels`` dataset of n; a sample is read by image index, ``images[i]``.
 
 HDF5's own knobs decide what the file system is asked for. Reading (out of the dataset key): the data sieve
 buffer (``sieve_buf_size``: a contiguous read smaller than it is served by filling the buffer with one read of its
@@ -15,7 +19,7 @@ before they existed (``h5py.File(path, "r")``).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -31,6 +35,7 @@ DEFAULTS: dict[str, Any] = {
     "fs_strategy": "default", "fs_page_size": 4096, "alignment": 1, "alignment_threshold": 1,
 }
 READ_KNOBS = ("sieve_buf_size", "rdcc_nbytes", "rdcc_nslots", "driver", "page_buf_size")
+LAYOUTS = ("bytes", "array")
 
 
 def open_file(path: str | os.PathLike, options: dict[str, Any]) -> Any:
@@ -56,6 +61,51 @@ def open_file(path: str | os.PathLike, options: dict[str, Any]) -> Any:
         fapl.set_page_buffer_size(int(knobs["page_buf_size"]), 0, 0)
     fid = h5py.h5f.open(os.fsencode(os.fspath(path)), h5py.h5f.ACC_RDONLY, fapl=fapl)
     return h5py.File(fid)
+
+
+class HDF5ArrayReader(Reader):
+    """``layout=array``: sample i is ``images[i]``, an array of the sample shape."""
+
+    def __init__(self, path: str | os.PathLike, options: dict[str, Any] | None = None) -> None:
+        try:
+            self._f = open_file(path, options or {})
+            self._ds = self._f["images"]
+            labels = self._f["labels"]
+        except (OSError, KeyError) as e:
+            raise FormatError(f"{path}: not a readable ddlio HDF5 image array file ({e})") from e
+        if self._ds.dtype != np.uint8 or self._ds.ndim < 2 or labels.shape != self._ds.shape[:1]:
+            self._f.close()
+            raise FormatError(f"{path}: corrupt: images are {self._ds.dtype} {self._ds.shape}, labels "
+                              f"{labels.shape}; expected uint8 (n, *sample_shape) and n labels")
+        self.num_samples = int(self._ds.shape[0])
+        self.sample_bytes = int(np.prod(self._ds.shape[1:]))
+        self._last = np.empty(0, dtype=np.uint8)
+
+    def record_bytes(self, i: int) -> int:
+        return self.sample_bytes
+
+    def record_offset(self, i: int) -> int:
+        base = self._ds.id.get_offset()  # None for chunked storage
+        return -1 if base is None else base + i * self.sample_bytes
+
+    def read(self, i: int, out: np.ndarray) -> int:
+        """``images[i]``, as a training script reads an image (h5py's fast path, a new array; ``out`` is not
+        used: ``read_direct`` into it measured 9x slower per call here, 150 µs against 17 µs for 48 KiB)."""
+        try:
+            self._last = self._ds[i]
+        except (OSError, ValueError) as e:
+            raise FormatError(f"{self._f.filename}: reading sample {i} failed ({e})") from e
+        return self._last.nbytes
+
+    def payload(self, i: int, out: np.ndarray) -> np.ndarray:
+        self.read(i, out)
+        return self._last.reshape(-1)
+
+    def fetch(self, i: int, out: np.ndarray) -> tuple[int, np.ndarray]:
+        return self.read(i, out), self._last
+
+    def close(self) -> None:
+        self._f.close()
 
 
 class HDF5Reader(Reader):
@@ -96,6 +146,9 @@ class HDF5Reader(Reader):
         self.read(i, out)
         return self._last
 
+    def fetch(self, i: int, out: np.ndarray) -> tuple[int, np.ndarray]:
+        return self.read(i, out), self._last
+
     def close(self) -> None:
         self._f.close()
 
@@ -104,7 +157,9 @@ class HDF5(Format):
     name = "hdf5"
     suffix = ".h5"
     read_options = frozenset(READ_KNOBS)
-    keyless_defaults = DEFAULTS
+    keyless_defaults: ClassVar[dict[str, Any]] = {**DEFAULTS, "layout": LAYOUTS[0]}
+    layouts = LAYOUTS
+    shaped_layouts = frozenset({"array"})
 
     @classmethod
     def option_problems(cls, options: dict[str, Any]) -> list[str]:
@@ -135,7 +190,19 @@ class HDF5(Format):
                            f"(format.fs_page_size={o['fs_page_size']})")
         return out
 
+    def _file_kw(self) -> dict[str, Any]:
+        o = {**DEFAULTS, **self.options}
+        if o["fs_strategy"] == "page":
+            kw_file: dict[str, Any] = {"fs_strategy": "page", "fs_page_size": int(o["fs_page_size"])}
+        else:
+            kw_file = {}
+        if o["alignment"] != 1:
+            kw_file.update(alignment_interval=int(o["alignment"]), alignment_threshold=int(o["alignment_threshold"]))
+        return kw_file
+
     def write(self, path: str | os.PathLike, payload: FilePayload) -> None:
+        if self.layout == "array":
+            return self._write_array(path, payload)
         import h5py
 
         sizes = payload.sizes
@@ -150,19 +217,35 @@ class HDF5(Format):
             comp = self.options.get("compression", "none")
             if comp != "none":
                 kw["compression"] = comp
-        o = {**DEFAULTS, **self.options}
-        if o["fs_strategy"] == "page":
-            kw_file: dict[str, Any] = {"fs_strategy": "page", "fs_page_size": int(o["fs_page_size"])}
-        else:
-            kw_file = {}
-        if o["alignment"] != 1:
-            kw_file.update(alignment_interval=int(o["alignment"]), alignment_threshold=int(o["alignment_threshold"]))
-        with h5py.File(path, "w", **kw_file) as f:
+        with h5py.File(path, "w", **self._file_kw()) as f:
             ds = f.create_dataset("data", shape=(total,), dtype=np.uint8, **kw)
             for lo, hi, buf in payload.iter_groups():
                 ds[offsets[lo] : offsets[hi]] = buf
             f.create_dataset("offsets", data=offsets)
         fsync_path(path)
 
+    def _write_array(self, path: str | os.PathLike, payload: FilePayload) -> None:
+        """``layout=array``: ``images`` (n, *shape) uint8 in chunks of k images, and ``labels`` (n,) int64."""
+        import h5py
+
+        if not payload.shape:
+            raise ValueError("format.layout=array needs workload.sample_shape")
+        n, shape = len(payload.sizes), payload.shape
+        kw: dict[str, Any] = {}
+        chunk = self.options.get("chunk_samples", 0)
+        if chunk and n:  # HDF5 cannot chunk an empty dataset
+            kw["chunks"] = (min(chunk, n), *shape)
+            comp = self.options.get("compression", "none")
+            if comp != "none":
+                kw["compression"] = comp
+        with h5py.File(path, "w", **self._file_kw()) as f:
+            ds = f.create_dataset("images", shape=(n, *shape), dtype=np.uint8, **kw)
+            for lo, hi, buf in payload.iter_groups():
+                ds[lo:hi] = buf.reshape(hi - lo, *shape)
+            f.create_dataset("labels", data=payload.labels)
+        fsync_path(path)
+
     def open(self, path: str | os.PathLike) -> Reader:
+        if self.layout == "array":
+            return HDF5ArrayReader(path, self.options)
         return HDF5Reader(path, self.options)

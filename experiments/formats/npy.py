@@ -1,61 +1,115 @@
-"""NPY: one ``.npy`` file per data file, a 1-D ``uint8`` array of the samples back to back (``np.load(path)`` reads
-it as usual), and the samples' offsets in a sidecar index ``<file>.npy.idx`` (int64, n+1, itself a ``.npy``).
+"""NPY: one ``.npy`` file per data file (``np.load(path)`` reads it as usual).
 
-Writing streams the array (no whole file in memory). Reading parses the ``.npy`` header once per open to find
-where the array starts, then reads each sample with one positioned read; DLIO's NPY reader instead ``np.load``s
-the whole file on every open. With ``workload.samples_per_file=1`` this is DLIO's one-sample-per-file layout.
+``layout=samples`` (the default): a 1-D ``uint8`` array of the samples back to back, and the samples' offsets in a
+sidecar index ``<file>.npy.idx`` (int64, n+1, itself a ``.npy``). ``layout=array``: an N-d ``uint8`` array of shape
+``(k, *workload.sample_shape)``, the file's k samples, as DLIO writes NPY datasets (no index: sample i is at
+``i * sample_bytes`` past the header).
+
+Writing streams the array (no whole file in memory). Reading (``load=sample``, the default) parses the ``.npy``
+header once per open to find where the array starts, then reads each sample with one positioned read;
+``load=whole`` ``np.load``s the whole file instead, as DLIO's NPY reader does on every open (see
+:mod:`experiments.formats.whole`). With ``workload.samples_per_file=1`` this is DLIO's one-sample-per-file layout.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 
 from experiments.errors import FormatError
 from experiments.formats.base import FilePayload, Format, Reader, fsync_path
 from experiments.formats.indexed import IndexedReader, index_path, offsets_of, read_index, write_index
+from experiments.formats.whole import LOADS, WholeReader, npy_load_bytes
 
 _HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+LAYOUTS = ("samples", "array")
 
 
-def data_start(path: str | os.PathLike, nbytes: int) -> int:
-    """Byte offset where the array of the ``.npy`` file ``path`` starts; checks it is 1-D uint8 of ``nbytes``."""
+def read_header(path: str | os.PathLike) -> tuple[tuple[int, ...], np.dtype, int]:
+    """(shape, dtype, byte offset where the array starts) of the ``.npy`` file ``path``; else FormatError."""
     try:
         with open(path, "rb") as f:
             version = np.lib.format.read_magic(f)
-            read_header = _HEADER_READERS.get(version)
-            if read_header is None:
+            read = _HEADER_READERS.get(version)
+            if read is None:
                 raise ValueError(f"unsupported .npy version {version}")
-            shape, _, dtype = read_header(f)
-            start = f.tell()
+            shape, _, dtype = read(f)
+            return shape, dtype, f.tell()
     except OSError as e:
         raise FormatError(f"{path}: not a readable .npy file ({e})") from e
     except ValueError as e:
         raise FormatError(f"{path}: corrupt .npy header ({e})") from e
+
+
+def data_start(path: str | os.PathLike, nbytes: int) -> int:
+    """Byte offset where the array of the ``.npy`` file ``path`` starts; checks it is 1-D uint8 of ``nbytes``."""
+    shape, dtype, start = read_header(path)
     if dtype != np.uint8 or len(shape) != 1 or shape[0] != nbytes:
         raise FormatError(f"{path}: corrupt: the array is {dtype} {shape}, the index expects uint8 ({nbytes},)")
     return start
 
 
+def load_options_problems(options: dict[str, Any]) -> list[str]:
+    load = options.get("load", LOADS[0])
+    return [] if load in LOADS else [f"format.load={load!r} is unknown: choose one of {', '.join(LOADS)} "
+                                     "(sample: one positioned read per sample; whole: np.load of the whole file)"]
+
+
 class NPY(Format):
     name = "npy"
     suffix = ".npy"
+    layouts = LAYOUTS
+    shaped_layouts = frozenset({"array"})
+    read_options = frozenset({"load"})
+    keyless_defaults: ClassVar[dict[str, Any]] = {"layout": LAYOUTS[0], "load": LOADS[0]}
+
+    @classmethod
+    def option_problems(cls, options: dict[str, Any]) -> list[str]:
+        return load_options_problems(options)
+
+    @property
+    def loads_whole(self) -> bool:
+        return self.options.get("load", LOADS[0]) == "whole"
+
+    def whole_load_bytes(self, path: str | os.PathLike) -> int | None:
+        return npy_load_bytes(path)
 
     def write(self, path: str | os.PathLike, payload: FilePayload) -> None:
-        offsets = offsets_of(payload.sizes.tolist())
-        header = {"descr": "|u1", "fortran_order": False, "shape": (int(offsets[-1]),)}
+        if self.layout == "array":
+            if not payload.shape:
+                raise ValueError("format.layout=array needs workload.sample_shape")
+            header = {"descr": "|u1", "fortran_order": False, "shape": (len(payload.sizes), *payload.shape)}
+        else:
+            offsets = offsets_of(payload.sizes.tolist())
+            header = {"descr": "|u1", "fortran_order": False, "shape": (int(offsets[-1]),)}
         with open(path, "wb") as f:
             np.lib.format.write_array_header_1_0(f, header)
             for _, _, buf in payload.iter_groups():
                 f.write(memoryview(buf))
         fsync_path(path)
-        write_index(path, offsets)
+        if self.layout != "array":
+            write_index(path, offsets)
 
     def open(self, path: str | os.PathLike) -> Reader:
+        if self.layout == "array":
+            shape, dtype, start = read_header(path)
+            if dtype != np.uint8 or len(shape) < 2:
+                raise FormatError(f"{path}: corrupt: the array is {dtype} {shape}, expected uint8 (k, *sample_shape)")
+            per = math.prod(shape[1:])
+            if self.loads_whole:
+                return WholeReader(str(path), shape[0], lambda i: per, np.load, lambda a, i: a[i])
+            return IndexedReader(path, np.arange(shape[0] + 1, dtype=np.int64) * per, base=start)
         offsets = read_index(path)
-        return IndexedReader(path, offsets, base=data_start(path, int(offsets[-1])))
+        start = data_start(path, int(offsets[-1]))
+        if self.loads_whole:
+            starts = offsets.tolist()
+            return WholeReader(str(path), len(offsets) - 1, lambda i: starts[i + 1] - starts[i], np.load,
+                               lambda a, i: a[starts[i] : starts[i + 1]])
+        return IndexedReader(path, offsets, base=start)
 
     def sidecars(self, path: str | os.PathLike) -> list[Path]:
-        return [index_path(path)]
+        return [] if self.layout == "array" else [index_path(path)]

@@ -1,9 +1,14 @@
-"""NPZ: a numpy archive per file (an uncompressed zip of .npy members, as ``np.savez`` writes), holding ``data``
-(uint8, samples back to back) and ``offsets`` (int64, n+1). ``np.load(path)["data"]`` reads it as usual.
+"""NPZ: a numpy archive per file (an uncompressed zip of .npy members, as ``np.savez`` writes).
 
-Writing streams the ``data`` member (no whole file in memory). Reading finds where the ``data`` array starts in
-the archive once at open, then reads each sample with one positioned read, as a careful loader would; DLIO's NPZ
-reader instead loads the whole array on every open.
+``layout=samples`` (the default) holds ``data`` (uint8, samples back to back) and ``offsets`` (int64, n+1);
+``np.load(path)["data"]`` reads it as usual. ``layout=array`` holds what DLIO's NPZ generator writes
+(``np.savez(path, x=records, y=labels)``): ``x``, an N-d uint8 array of shape ``(k, *workload.sample_shape)`` (the
+file's k samples), and ``y``, their int64 labels.
+
+Writing streams the samples' member (no whole file in memory). Reading (``load=sample``, the default) finds where
+that array starts in the archive once at open, then reads each sample with one positioned read, as a careful
+loader would; ``load=whole`` loads the whole array with ``np.load`` instead, as DLIO's NPZ reader does on every
+open (see :mod:`experiments.formats.whole`).
 """
 
 from __future__ import annotations
@@ -11,42 +16,54 @@ from __future__ import annotations
 import os
 import struct
 import zipfile
+from typing import Any, ClassVar
 
 import numpy as np
 
 from experiments.errors import FormatError
 from experiments.formats.base import FilePayload, Format, Reader, fsync_path, pread_into
+from experiments.formats.npy import load_options_problems
+from experiments.formats.whole import LOADS, WholeReader, npz_load_bytes
 
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # zip local file header, 30 bytes
 _LOCAL_MAGIC = b"PK\x03\x04"
+LAYOUTS = ("samples", "array")
+#: the member holding the samples, per layout
+MEMBER = {"samples": "data", "array": "x"}
 
 
 class NPZReader(Reader):
-    def __init__(self, path: str | os.PathLike) -> None:
+    """One positioned read per sample (``load=sample``); ``layout`` says which member holds the samples."""
+
+    def __init__(self, path: str | os.PathLike, layout: str = "samples") -> None:
         self.path = str(path)
+        self.member = f"{MEMBER[layout]}.npy"
+        self.shape: tuple[int, ...] = ()
         try:
             with zipfile.ZipFile(self.path) as zf:
-                info = zf.getinfo("data.npy")
+                info = zf.getinfo(self.member)
                 if info.compress_type != zipfile.ZIP_STORED:
-                    raise FormatError(
-                        f"{path}: member data.npy is compressed; positioned reads need np.savez, not savez_compressed"
-                    )
-                with zf.open("offsets.npy") as f:
-                    self.offsets = np.load(f)
+                    raise FormatError(f"{path}: member {self.member} is compressed; positioned reads need "
+                                      "np.savez, not savez_compressed")
+                if layout == "samples":
+                    with zf.open("offsets.npy") as f:
+                        self.offsets = np.load(f)
+                else:
+                    zf.getinfo("y.npy")
             self._fd = os.open(self.path, os.O_RDONLY)
         except (OSError, KeyError, ValueError, zipfile.BadZipFile) as e:
             raise FormatError(f"{path}: not a readable ddlio NPZ archive ({e})") from e
         try:
-            self._base = self._data_start(info.header_offset)
+            self._base = self._data_start(info.header_offset, layout)
         except FormatError:
             os.close(self._fd)
             raise
         self.num_samples = len(self.offsets) - 1
 
-    def _data_start(self, header_offset: int) -> int:
+    def _data_start(self, header_offset: int, layout: str) -> int:
         raw = os.pread(self._fd, _LOCAL_HEADER.size, header_offset)
         if len(raw) < _LOCAL_HEADER.size or raw[:4] != _LOCAL_MAGIC:
-            raise FormatError(f"{self.path}: corrupt zip local header for data.npy")
+            raise FormatError(f"{self.path}: corrupt zip local header for {self.member}")
         fields = _LOCAL_HEADER.unpack(raw)
         name_len, extra_len = fields[-2], fields[-1]
         npy_start = header_offset + _LOCAL_HEADER.size + name_len + extra_len
@@ -62,8 +79,16 @@ class NPZReader(Reader):
                     raise ValueError(f"unsupported .npy version {version}")
                 shape, _, dtype = read_header(f)
             except ValueError as e:
-                raise FormatError(f"{self.path}: corrupt .npy header in data.npy ({e})") from e
+                raise FormatError(f"{self.path}: corrupt .npy header in {self.member} ({e})") from e
             start = f.tell()
+        if layout == "array":
+            if dtype != np.uint8 or len(shape) < 2:
+                raise FormatError(f"{self.path}: x.npy is {dtype} {shape}, expected uint8 (k, *sample_shape)")
+            self.shape = tuple(shape)
+            self.offsets = np.arange(shape[0] + 1, dtype=np.int64) * int(np.prod(shape[1:]))
+            if os.fstat(self._fd).st_size < start + int(self.offsets[-1]):
+                raise FormatError(f"{self.path}: truncated: x.npy runs past the end of the file")
+            return start
         if dtype != np.uint8 or len(shape) != 1 or shape[0] < self.offsets[-1]:
             raise FormatError(
                 f"{self.path}: data.npy is {dtype} {shape}, expected uint8 of {int(self.offsets[-1])} bytes"
@@ -90,8 +115,25 @@ class NPZReader(Reader):
 class NPZ(Format):
     name = "npz"
     suffix = ".npz"
+    layouts = LAYOUTS
+    shaped_layouts = frozenset({"array"})
+    read_options = frozenset({"load"})
+    keyless_defaults: ClassVar[dict[str, Any]] = {"layout": LAYOUTS[0], "load": LOADS[0]}
+
+    @classmethod
+    def option_problems(cls, options: dict[str, Any]) -> list[str]:
+        return load_options_problems(options)
+
+    @property
+    def loads_whole(self) -> bool:
+        return self.options.get("load", LOADS[0]) == "whole"
+
+    def whole_load_bytes(self, path: str | os.PathLike) -> int | None:
+        return npz_load_bytes(path, MEMBER[self.layout])
 
     def write(self, path: str | os.PathLike, payload: FilePayload) -> None:
+        if self.layout == "array":
+            return self._write_array(path, payload)
         offsets = np.zeros(len(payload.sizes) + 1, dtype=np.int64)
         np.cumsum(payload.sizes, out=offsets[1:])
         total = int(offsets[-1])
@@ -105,5 +147,34 @@ class NPZ(Format):
                 np.lib.format.write_array(f, offsets)
         fsync_path(path)
 
+    def _write_array(self, path: str | os.PathLike, payload: FilePayload) -> None:
+        """``x`` (k, *shape) uint8 and ``y`` (k,) int64 labels, as ``np.savez(path, x=..., y=...)`` lays them out."""
+        if not payload.shape:
+            raise ValueError("format.layout=array needs workload.sample_shape")
+        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+            with zf.open("x.npy", "w", force_zip64=True) as f:
+                header = {"descr": "|u1", "fortran_order": False, "shape": (len(payload.sizes), *payload.shape)}
+                np.lib.format.write_array_header_1_0(f, header)
+                for _, _, buf in payload.iter_groups():
+                    f.write(memoryview(buf))
+            with zf.open("y.npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, payload.labels)
+        fsync_path(path)
+
     def open(self, path: str | os.PathLike) -> Reader:
-        return NPZReader(path)
+        if not self.loads_whole:
+            return NPZReader(path, self.layout)
+        r = NPZReader(path, self.layout)  # the archive's members and sample count, as at a positioned open
+        r.close()
+        member = MEMBER[self.layout]
+
+        def load(f: Any) -> np.ndarray:
+            with np.load(f) as z:
+                return z[member]
+
+        starts = r.offsets.tolist()
+        if self.layout == "array":
+            per = starts[1] - starts[0] if len(starts) > 1 else 0
+            return WholeReader(str(path), r.num_samples, lambda i: per, load, lambda a, i: a[i])
+        return WholeReader(str(path), r.num_samples, lambda i: starts[i + 1] - starts[i], load,
+                           lambda a, i: a[starts[i] : starts[i + 1]])
