@@ -51,6 +51,9 @@ class FormatConf:
 @dataclass
 class HDF5Conf(FormatConf):
     name: str = "hdf5"
+    # bytes: a 1-D uint8 stream + offsets | array: an N-d uint8 dataset `images` (n, *workload.sample_shape)
+    # chunked by image, with int64 `labels` (as DeepGalaxy, CosmoFlow write HDF5; needs workload.sample_shape)
+    layout: str = "bytes"
     # samples per HDF5 chunk; 0 = contiguous storage (no chunking)
     chunk_samples: int = 0
     # none | gzip | lzf (needs chunk_samples >= 1)
@@ -79,16 +82,26 @@ class TFRecordConf(FormatConf):
     name: str = "tfrecord"
     # check each record's masked crc32c (length and payload) as it is read, as TensorFlow's reader does
     verify_crc: bool = True
+    # raw: each record is a sample's bytes | example: a serialized tf.train.Example {image: bytes, label: int64}
+    layout: str = "raw"
 
 
 @dataclass
 class NPZConf(FormatConf):
     name: str = "npz"
+    # samples: `data` (1-D uint8) + `offsets` | array: `x` (k, *workload.sample_shape) uint8 + `y` labels, as DLIO
+    layout: str = "samples"
+    # reading: sample (one positioned read per sample) | whole (np.load of the whole array on a file's first read)
+    load: str = "sample"
 
 
 @dataclass
 class NPYConf(FormatConf):
     name: str = "npy"
+    # samples: a 1-D uint8 array + a sidecar index | array: an N-d (k, *workload.sample_shape) uint8 array, as DLIO
+    layout: str = "samples"
+    # reading: sample (one positioned read per sample) | whole (np.load of the whole file on its first read)
+    load: str = "sample"
 
 
 @dataclass
@@ -124,8 +137,11 @@ class WorkloadConf:
     name: str = "custom"
     # total samples in the dataset
     samples: int = 1024
-    # mean sample size: bytes or a unit string (4096, 64KiB, 1MiB)
+    # mean sample size: bytes or a unit string (4096, 64KiB, 1MiB); derived from sample_shape when that is given
     sample_size: str = "256KiB"
+    # shape of every sample as a uint8 array, e.g. [512,512,3]; [] = samples are sample_size bytes. Needed by the
+    # N-d layouts (format.layout=array); with it every sample has prod(shape) bytes
+    sample_shape: list[int] = field(default_factory=list)
     # standard deviation of the sample size (bytes or units); 0 = every sample the same size
     sample_size_stdev: str = "0"
     # samples per file (fpp: at most this many, and at least one file per rank)
@@ -295,6 +311,7 @@ class PointSpec:
     reader: str = "native"
     settle: bool = False
     flush_size: int = 0
+    sample_shape: tuple[int, ...] = ()
 
     # ----------------------------------------------------------------------------------------- derived
     @property
@@ -339,6 +356,8 @@ class PointSpec:
             "num_files": self.num_files,
             "seed": self.seed,
             "data_root": self.data_root,
+            # added later: present only when given, so datasets generated before keep their keys
+            **({"sample_shape": list(self.sample_shape)} if self.sample_shape else {}),
         }
         if self.striping_applicable:  # off Lustre, points that differ only in striping share one dataset
             params["stripe_count"] = self.stripe_count
@@ -406,6 +425,7 @@ class PointSpec:
         names = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
         kw["overrides"] = tuple(kw.get("overrides", ()))
+        kw["sample_shape"] = tuple(kw.get("sample_shape", ()))
         return cls(**kw)
 
 
@@ -446,6 +466,40 @@ def _size(problems: list[str], key: str, value: Any, lo: int, hi: int) -> int:
             + (" (at least one byte per sample)" if lo == 1 else "")
         )
     return n
+
+
+def _sample_shape(problems: list[str], value: Any) -> tuple[int, ...]:
+    """``workload.sample_shape`` as a tuple of dimensions >= 1 (``()`` when not given)."""
+    dims = list(value) if isinstance(value, (list, tuple)) else [value]
+    if any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
+        problems.append(f"workload.sample_shape={value!r} must be a list of whole dimensions >= 1, e.g. [512,512,3] "
+                        "(or [] for samples of workload.sample_size bytes)")
+        return ()
+    if dims and math.prod(dims) > MAX_SAMPLE_SIZE:
+        problems.append(f"workload.sample_shape={dims} holds {format_size(math.prod(dims))} per sample, more than "
+                        f"the largest sample ({format_size(MAX_SAMPLE_SIZE)})")
+        return ()
+    return tuple(dims)
+
+
+def _shaped_size(problems: list[str], shape: tuple[int, ...], w: dict[str, Any], sample_size: int, stdev: int,
+                 overrides: tuple[str, ...]) -> int:
+    """The sample size of uint8 samples of ``shape`` (bytes): its product. A sample_size given on the command line
+    that disagrees is a problem (a preset's is replaced), and so is a size spread (every sample has the shape)."""
+    derived = math.prod(shape)
+    given = any(o.split("=", 1)[0].lstrip("+~") == "workload.sample_size" for o in overrides)
+    if given and sample_size != derived:
+        problems.append(
+            f"workload.sample_size={w['sample_size']} ({sample_size} bytes) disagrees with workload.sample_shape="
+            f"{list(shape)} ({derived} bytes of uint8): give only the shape (the size follows from it), or a size "
+            "that agrees"
+        )
+    if stdev:
+        problems.append(
+            f"workload.sample_size_stdev={w['sample_size_stdev']} cannot vary the size of samples of "
+            f"workload.sample_shape={list(shape)}: every sample has the shape; set workload.sample_size_stdev=0"
+        )
+    return derived
 
 
 def check_writable_dir(problems: list[str], key: str, path: Path) -> None:
@@ -503,17 +557,20 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
     fmt_name = fmt.pop("name")
     if fmt_name not in FORMATS:
         problems.append(f"format={fmt_name!r} is unknown: choose one of {', '.join(sorted(FORMATS))}")
-    else:
-        problems += FORMATS[fmt_name].option_problems(fmt)
+    w = cfg["workload"]
+    shape = _sample_shape(problems, w.get("sample_shape") or [])
+    if fmt_name in FORMATS:
+        problems += FORMATS[fmt_name].problems(fmt, shape)
 
     access = cfg["access"]["name"]
     if access not in ACCESS_MODES:
         problems.append(f"access={access!r} is unknown: choose one of {', '.join(ACCESS_MODES)}")
 
-    w = cfg["workload"]
     samples = _int_range(problems, "workload.samples", w["samples"], 1)
     sample_size = _size(problems, "workload.sample_size", w["sample_size"], 1, MAX_SAMPLE_SIZE)
     stdev = _size(problems, "workload.sample_size_stdev", w["sample_size_stdev"], 0, MAX_SAMPLE_SIZE)
+    if shape:
+        sample_size = _shaped_size(problems, shape, w, sample_size, stdev, overrides)
     if stdev and sample_size and stdev >= sample_size:
         problems.append(
             f"workload.sample_size_stdev={w['sample_size_stdev']} must be smaller than workload.sample_size="
@@ -689,4 +746,5 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
         reader=reader,
         settle=bool(w["settle"]),
         flush_size=flush_size if w["cache"] == "storage_cold" else 0,
+        sample_shape=shape,
     )

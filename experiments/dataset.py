@@ -33,6 +33,8 @@ MANIFEST = "manifest.json"
 SIZES = "sizes.npy"
 #: bytes one read of each sample returns, as measured on the written files (int64, one per global sample id)
 RECORDS = "records.npy"
+#: bytes one whole load of each file reads (``load=whole``; int64, one per file), from the files' structure
+LOADS = "loads.npy"
 
 
 def sample_sizes(seed: int, samples: int, mean: int, stdev: int) -> np.ndarray:
@@ -65,6 +67,10 @@ class DatasetPlan:
     num_files: int
     seed: int
     payload: str = "random"  # random | zeros | a compressibility ratio (see experiments.formats.base.parse_payload)
+    sample_shape: tuple[int, ...] = ()  # every sample a uint8 array of this shape (() = byte strings)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sample_shape", tuple(self.sample_shape))  # a list, from JSON
 
     @classmethod
     def from_point(cls, spec: Any) -> DatasetPlan:
@@ -72,7 +78,8 @@ class DatasetPlan:
         key = spec.dataset_key
         directory = os.path.join(spec.data_root, "datasets", f"{spec.format}-{key}")
         return cls(key, directory, spec.format, dict(spec.format_options), spec.samples, spec.sample_size,
-                   spec.sample_size_stdev, spec.num_files, spec.seed, spec.payload)
+                   spec.sample_size_stdev, spec.num_files, spec.seed, spec.payload,
+                   tuple(getattr(spec, "sample_shape", ())))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DatasetPlan:
@@ -98,12 +105,17 @@ class DatasetPlan:
     def file_payload(self, f: int, sizes: np.ndarray | None = None) -> FilePayload:
         starts = self.file_starts
         sizes = self.sizes() if sizes is None else sizes
-        return FilePayload(self.seed, f, sizes[starts[f] : starts[f + 1]], self.payload)
+        return FilePayload(self.seed, f, sizes[starts[f] : starts[f + 1]], self.payload, self.sample_shape)
 
     def record_bytes(self) -> np.ndarray:
         """Bytes one read of each sample returns (payload + inline framing, or the encoded size), as recorded
         from the written files at generation; the kernel's byte plan."""
         return np.load(os.path.join(self.directory, RECORDS))
+
+    def load_bytes(self) -> np.ndarray:
+        """Bytes one whole load of each file reads (``load=whole``), as recorded at generation (or when a
+        ``load=whole`` point first used a dataset generated before); the kernel's byte plan for whole loads."""
+        return np.load(os.path.join(self.directory, LOADS))
 
 
 # ----------------------------------------------------------------------------------------------- generation
@@ -222,6 +234,14 @@ def invalidate_dataset(plan: DatasetPlan, reason: str) -> str:
     return dest.name
 
 
+def whole_loads(plan: DatasetPlan) -> np.ndarray | None:
+    """Bytes one whole load of each file reads (int64 per file, from each file's structure: no data is read), or
+    None for a format that cannot load files whole."""
+    fmt = get_format(plan.format, **plan.format_options)
+    loads = [fmt.whole_load_bytes(plan.file_path(f)) for f in range(plan.num_files)]
+    return None if any(n is None for n in loads) else np.array(loads, dtype=np.int64)
+
+
 def verify_dataset(plan: DatasetPlan, sizes: np.ndarray) -> tuple[list[dict[str, Any]], np.ndarray]:
     """Open every file and check its sample count (and, where the format can predict them, its record sizes)
     against the plan. Returns the files' manifest entries and the bytes per record of every sample."""
@@ -286,6 +306,11 @@ def ensure_dataset(
     with dataset_lock(plan):
         manifest = load_manifest(plan)
         if manifest is not None:
+            d = Path(plan.directory)
+            if not (d / LOADS).is_file() and get_format(plan.format, **plan.format_options).loads_whole:
+                loads = whole_loads(plan)  # generated before whole loads were planned: add their plan
+                if loads is not None:
+                    np.save(d / LOADS, loads)
             return DatasetInfo(plan, manifest, False, 0.0)
         t0 = time.perf_counter()
         d = Path(plan.directory)
@@ -300,6 +325,9 @@ def ensure_dataset(
         run_generation(str(plan_path), gen_ranks)
         entries, records = verify_dataset(plan, sizes)
         np.save(d / RECORDS, records)
+        loads = whole_loads(plan)
+        if loads is not None:
+            np.save(d / LOADS, loads)
         from lustre.layout import read_layout
 
         record = read_layout(record, [d / e["name"] for e in entries if e["samples"]][:8])

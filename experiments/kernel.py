@@ -110,6 +110,9 @@ class Lane:
         self.fmt, self.paths = fmt, paths
         self.buf = np.empty(max(1, buf_bytes), dtype=np.uint8)
         self.readers: dict[int, Any] = {}
+        # load=whole: a lane holds one file in memory; moving on to another file releases the one before
+        self.whole = bool(getattr(fmt, "loads_whole", False))
+        self._held: Any = None
         self.meta_ns = 0
         self.opens = 0
         self.trace = trace
@@ -137,6 +140,20 @@ class Lane:
                 self._opens.append(len(self._texts) - 1)
         return r
 
+    def switch_to(self, f: int) -> Any:
+        """File ``f``'s reader, for a lane moving on to ``f`` (with ``load=whole``, the file held before is
+        released)."""
+        r = self.reader_of(f)
+        if self.whole:
+            if self._held is not None and self._held is not r:
+                self._held.release()
+            self._held = r
+        return r
+
+    def whole_loads(self) -> list[tuple[int, int]]:
+        """``[(file, times loaded whole)]`` of the files this lane has open (``load=whole``)."""
+        return [(f, r.loads) for f, r in self.readers.items()]
+
     def read_range(self, k0: int, k1: int, ep: EpochArrays) -> int:
         """Read samples k0..k1-1 of the epoch's order; returns the bytes the reads returned."""
         # the hot loops: locals only, bound methods, Python lists (no numpy scalars), one read call per sample;
@@ -158,7 +175,7 @@ class Lane:
             for k in range(k0, k1):
                 f = fo[k]
                 if f != last_f:
-                    last_f, read = f, self.reader_of(f).read
+                    last_f, read = f, self.switch_to(f).read
                 t = perf()
                 nbytes += read(lo[k], buf)
                 lat[k] = perf() - t
@@ -168,7 +185,7 @@ class Lane:
         for k in range(k0, k1):
             f = fo[k]
             if f != last_f:
-                last_f, read = f, self.reader_of(f).read
+                last_f, read = f, self.switch_to(f).read
             t = perf()
             n = read(lo[k], buf)
             lat[k] = perf() - t
@@ -202,6 +219,7 @@ class Lane:
             if self.trace:
                 self.meta_events.append((t, dt, f, "close"))
         self.readers.clear()
+        self._held = None
 
 
 class EpochArrays:
@@ -405,6 +423,7 @@ class Kernel:
         self.leader = node_comm.rank == 0
         self.fmt = fmt = get_format(plan.format, **plan.format_options)
         self.record = plan.record_bytes()
+        self.loads = plan.load_bytes() if fmt.loads_whole else None
         self.files = data_files(plan)
         self.paths = paths = [plan.file_path(f) for f in range(plan.num_files)]
 
@@ -514,6 +533,14 @@ class Kernel:
                     t = perf()
                     time.sleep(compute[b])
                     m.compute_time_s += (perf() - t) / 1e9
+        if self.fmt.loads_whole:  # load=whole: the plan is each file's whole-load bytes, times it was loaded
+            loads = [fl for lane in lanes for fl in lane.whole_loads()]
+            planned = int(sum(int(self.loads[f]) * n for f, n in loads))
+            if not {f for f, n in loads if n} >= set(np.unique(ep.fo).tolist()):
+                raise KernelError(f"epoch {epoch}: a file read from was never loaded whole: the count is not "
+                                  "trustworthy")
+        else:
+            planned = int(self.record[ids].sum()) if tf_out is None else tf_out["planned"]
         for lane in lanes:  # every batch's reads have returned: log offsets, close the files each lane opened
             if self.trace:
                 lane.record_offsets(ep)
@@ -537,7 +564,7 @@ class Kernel:
         m.wait_time_s = wait_ns / 1e9
         m.hist = histogram(lat).tolist()
         self._file_system_layer(m, io0, io1, ep, per_sample=tf_out is None)
-        self.planned.append(int(self.record[ids].sum()) if tf_out is None else tf_out["planned"])
+        self.planned.append(planned)
         if self.trace:
             self._log_epoch(epoch, ids, ep)
         guarded_barrier(self.comm, self.guard_s, f"the end of epoch {epoch}")

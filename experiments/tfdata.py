@@ -6,7 +6,14 @@
   reads every file and keeps every P-th record (``Dataset.shard``: tf.data's record-level sharding, which reads
   P times the data — measured as such). ``shuffle=file`` permutes a rank's files each epoch; ``shuffle=sample``
   adds a seeded ``Dataset.shuffle`` over all of the rank's records (after reading, as tf.data does).
-- every other format goes through ``tf.data.Dataset.from_generator`` over ddlio's readers, in the native order.
+  With ``format.layout=example`` the records are ``tf.train.Example``s, parsed as an application parses them:
+  after batching, ``tf.io.parse_example`` (``image`` a string, ``label`` an int64), then the images decoded with
+  ``tf.io.decode_raw`` to uint8 and reshaped to ``(batch, *workload.sample_shape)`` (or ``(batch, sample_size)``
+  without a shape; with variable sample sizes they stay strings), so parsing and decoding are in the measurement.
+- every other format goes through ``tf.data.Dataset.from_generator`` over ddlio's readers, in the native order,
+  yielding each sample as the reader hands it on: with ``workload.sample_shape`` an array of that shape (HDF5's
+  ``images[i]``, a sample of an NPZ/NPY array) under a fixed ``TensorSpec``, batched regularly; else its bytes,
+  batched ragged.
 
 Then ``batch(batch_size, drop_remainder=drop_last).prefetch(prefetch)``. Bytes read are counted independently of
 TensorFlow from the file system: ``/proc/self/io`` ``rchar`` (bytes returned by the process's read calls) over the
@@ -60,6 +67,25 @@ def rank_files(plan: Any, point: dict[str, Any], epoch: int, ranks: int, rank: i
     return [int(f) for f in mine], record_shard
 
 
+def example_parser(tf: Any, plan: Any) -> Any:
+    """The map a TFRecord-of-Examples application applies to a batch of records: ``tf.io.parse_example`` of
+    ``image`` (string) and ``label`` (int64), the images decoded to uint8 of ``(batch, *sample_shape)`` (or
+    ``(batch, sample_size)``; with variable sample sizes they stay strings, which decode_raw cannot batch).
+    Returns ``(images, labels)``."""
+    features = {"image": tf.io.FixedLenFeature([], tf.string), "label": tf.io.FixedLenFeature([], tf.int64)}
+    shape = list(plan.sample_shape) or [int(plan.sample_size)]
+    decode = plan.sample_size_stdev == 0
+
+    def parse(records: Any) -> Any:
+        ex = tf.io.parse_example(records, features)
+        images = ex["image"]
+        if decode:
+            images = tf.reshape(tf.io.decode_raw(images, tf.uint8), [-1, *shape])
+        return images, ex["label"]
+
+    return parse
+
+
 def rchar() -> int:
     with open("/proc/self/io") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
@@ -88,16 +114,27 @@ def run_epoch(tf: Any, plan: Any, point: dict[str, Any], epoch: int, ranks: int,
         file_of = (np.searchsorted(starts, ids, side="right") - 1).tolist()
         local = (ids - starts[np.asarray(file_of, dtype=np.int64)]).tolist() if len(ids) else []
 
-        def gen() -> Any:
-            for f, i in zip(file_of, local, strict=True):
-                n = lane.reader_of(f).read(i, lane.buf)  # opens (timed, counted) on first use, as the native lane
-                counted[0] += n
-                yield lane.buf[:n]
+        shape = tuple(plan.sample_shape)
 
-        ds = tf.data.Dataset.from_generator(gen, output_signature=tf.TensorSpec(shape=(None,), dtype=tf.uint8))
-        planned = int(plan.record_bytes()[ids].sum())
+        def gen() -> Any:
+            last_f, fetch = -1, None
+            for f, i in zip(file_of, local, strict=True):
+                if f != last_f:  # opens (timed, counted) on first use, as the native lane; releases a whole load
+                    last_f, fetch = f, lane.switch_to(f).fetch
+                n, sample = fetch(i, lane.buf)
+                counted[0] += n
+                yield sample.reshape(shape) if shape else sample
+
+        spec = tf.TensorSpec(shape=shape or (None,), dtype=tf.uint8)
+        ds = tf.data.Dataset.from_generator(gen, output_signature=spec)
+        planned = int(plan.record_bytes()[ids].sum())  # (load=whole: the kernel plans from the loads instead)
     counted = [0]  # generator path: the bytes ddlio's read calls returned (rchar would add index/metadata reads)
     if plan.format == "tfrecord":  # records are scalar strings
+        ds = ds.batch(batch, drop_remainder=drop)
+        if plan.format_options.get("layout") == "example":
+            ds = ds.map(example_parser(tf, plan), num_parallel_calls=threads or None)
+        ds = ds.prefetch(prefetch)
+    elif plan.sample_shape:  # every sample one shape: a regular batch
         ds = ds.batch(batch, drop_remainder=drop).prefetch(prefetch)
     else:  # samples of different sizes: a ragged batch
         ds = ds.ragged_batch(batch, drop_remainder=drop).prefetch(prefetch)
@@ -122,7 +159,7 @@ def run_epoch(tf: Any, plan: Any, point: dict[str, Any], epoch: int, ranks: int,
         dt = perf() - t
         wait += dt
         lat.append(dt)
-        samples += int(x.shape[0])
+        samples += int((x[0] if isinstance(x, tuple) else x).shape[0])
         c = compute[b] if b < len(compute) else (compute[-1] if compute else 0.0)
         if c > 0:
             t = perf()

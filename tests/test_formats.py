@@ -19,13 +19,40 @@ SIZES = {
 }
 
 
-@pytest.fixture(params=sorted(FORMATS))
+#: every format at its defaults, and every other layout (and NPZ/NPY's whole-file load) of the formats that have them
+VARIANTS = [(name, {}) for name in sorted(FORMATS)] + [
+    ("hdf5", {"layout": "array"}),
+    ("hdf5", {"layout": "array", "chunk_samples": 4, "compression": "gzip"}),
+    ("tfrecord", {"layout": "example"}),
+    ("npz", {"layout": "array"}), ("npz", {"layout": "array", "load": "whole"}), ("npz", {"load": "whole"}),
+    ("npy", {"layout": "array"}), ("npy", {"layout": "array", "load": "whole"}), ("npy", {"load": "whole"}),
+]
+#: the sample shape a shaped layout stores each SIZES kind as (None: sizes that vary have no one shape)
+SHAPES = {"fixed": (16, 16, 16), "variable": None, "one": (7, 37, 3)}
+
+
+def variant_id(v) -> str:
+    name, options = v
+    return name + "".join(f"[{k}={o}]" for k, o in options.items())
+
+
+@pytest.fixture(params=VARIANTS, ids=variant_id)
 def fmt(request):
-    return get_format(request.param)
+    name, options = request.param
+    return get_format(name, **options)
+
+
+def shaped(fmt) -> bool:
+    return fmt.layout in fmt.shaped_layouts
 
 
 def write(fmt, tmp_path, sizes, seed=3, kind="random"):
-    payload = FilePayload(seed, 1, sizes, kind)
+    shape = ()
+    if shaped(fmt):
+        shape = next((v for k, v in SHAPES.items() if SIZES[k] is sizes), None)
+        if shape is None:
+            pytest.skip(f"{fmt.name} layout={fmt.layout} holds samples of one shape; these sizes vary")
+    payload = FilePayload(seed, 1, sizes, kind, shape)
     path = tmp_path / f"data{fmt.suffix}"
     fmt.write(path, payload)
     return path, payload
@@ -73,7 +100,9 @@ def test_round_trip_tells_samples_apart(fmt, tmp_path):
 
 
 def test_read_returns_the_bytes_of_one_record(fmt, tmp_path):
-    path, payload = write(fmt, tmp_path, SIZES["variable"])
+    if fmt.loads_whole:
+        pytest.skip("load=whole reads files, not records: test_a_whole_load_returns_the_bytes_of_the_file")
+    path, payload = write(fmt, tmp_path, SIZES["fixed" if shaped(fmt) else "variable"])
     want = fmt.expected_record_bytes(payload.sizes)
     with fmt.open(path) as r:
         out = buffer_for(r)
@@ -81,7 +110,28 @@ def test_read_returns_the_bytes_of_one_record(fmt, tmp_path):
             n = r.read(i, out)
             assert n == r.record_bytes(i) > 0
             if want is not None:
-                assert n == want[i] == payload.sizes[i] + fmt.record_overhead
+                assert n == want[i]
+    if want is not None and fmt.layout != "example":  # inline framing of a fixed size (Examples: see below)
+        assert np.array_equal(want, payload.sizes + fmt.record_overhead)
+    if want is not None:  # the records lie back to back: the file is the plan's bytes (and its headers)
+        assert os.path.getsize(path) >= want.sum()
+
+
+def test_a_whole_load_returns_the_bytes_of_the_file(fmt, tmp_path):
+    """load=whole: a file's first read loads it whole and returns the bytes the plan knows from the file's structure
+    alone; later reads of it return 0 (memory); after a release the next read loads it again."""
+    if not fmt.loads_whole:
+        pytest.skip("reads samples (load=whole is an option of npz and npy)")
+    path, payload = write(fmt, tmp_path, SIZES["fixed"])
+    plan = fmt.whole_load_bytes(path)
+    assert plan >= payload.sizes.sum()
+    with fmt.open(path) as r:
+        out = buffer_for(r)
+        assert [r.read(i, out) for i in (5, 0, 39)] == [plan, 0, 0]
+        assert r.payload(7, out).tobytes() == payload.sample(7)
+        r.release()
+        assert r.read(1, out) == plan and r.loads == 2
+        assert r.record_bytes(3) == payload.sizes[3]  # the per-sample plan stays the sample's bytes
 
 
 def test_samples_are_random_and_differ_between_files(fmt, tmp_path):
@@ -92,8 +142,12 @@ def test_samples_are_random_and_differ_between_files(fmt, tmp_path):
 
 def test_truncated_file_is_a_clear_error(fmt, tmp_path):
     path, payload = write(fmt, tmp_path, SIZES["fixed"])
-    with open(path, "r+b") as f:
-        f.truncate(os.path.getsize(path) // 2)
+    if fmt.name == "npz":  # keep the zip's central directory (at its end) so that the data, not it, is cut short
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 4] + data[len(data) // 2 :])
+    else:
+        with open(path, "r+b") as f:
+            f.truncate(os.path.getsize(path) // 2)
     out = np.empty(200_000, dtype=np.uint8)
     with pytest.raises(FormatError, match=r"truncat|not a readable|corrupt"):
         with fmt.open(path) as r:

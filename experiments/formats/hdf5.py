@@ -36,6 +36,8 @@ DEFAULTS: dict[str, Any] = {
 }
 READ_KNOBS = ("sieve_buf_size", "rdcc_nbytes", "rdcc_nslots", "driver", "page_buf_size")
 LAYOUTS = ("bytes", "array")
+#: HDF5's limit on one chunk (bytes)
+MAX_CHUNK_BYTES = 2**32 - 1
 
 
 def open_file(path: str | os.PathLike, options: dict[str, Any]) -> Any:
@@ -160,6 +162,16 @@ class HDF5(Format):
     keyless_defaults: ClassVar[dict[str, Any]] = {**DEFAULTS, "layout": LAYOUTS[0]}
     layouts = LAYOUTS
     shaped_layouts = frozenset({"array"})
+
+    @classmethod
+    def problems(cls, options: dict[str, Any], sample_shape: tuple[int, ...] | None = None) -> list[str]:
+        out = super().problems(options, sample_shape)
+        chunk = options.get("chunk_samples", 0)
+        if (sample_shape and options.get("layout") == "array" and isinstance(chunk, int)
+                and chunk * int(np.prod(sample_shape)) >= MAX_CHUNK_BYTES):
+            out.append(f"format.chunk_samples={chunk} images of workload.sample_shape={list(sample_shape)} make "
+                       f"chunks of {chunk * int(np.prod(sample_shape))} bytes: HDF5 chunks are under 4 GiB; use fewer")
+        return out
 
     @classmethod
     def option_problems(cls, options: dict[str, Any]) -> list[str]:

@@ -61,7 +61,10 @@ class NPZReader(Reader):
         self.num_samples = len(self.offsets) - 1
 
     def _data_start(self, header_offset: int, layout: str) -> int:
-        raw = os.pread(self._fd, _LOCAL_HEADER.size, header_offset)
+        try:
+            raw = os.pread(self._fd, _LOCAL_HEADER.size, header_offset)
+        except OSError as e:  # a negative offset: the archive's directory does not fit the file (damaged)
+            raise FormatError(f"{self.path}: corrupt zip directory: {self.member} at offset {header_offset}") from e
         if len(raw) < _LOCAL_HEADER.size or raw[:4] != _LOCAL_MAGIC:
             raise FormatError(f"{self.path}: corrupt zip local header for {self.member}")
         fields = _LOCAL_HEADER.unpack(raw)
