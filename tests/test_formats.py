@@ -5,6 +5,7 @@ A new format needs no new test here: it is picked up from the registry."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -408,3 +409,144 @@ def test_payload_is_validated_and_keys_the_dataset(tmp_path):
     assert b.to_dict()["payload"] == "2.0"  # and the result records it with the point's config
     with pytest.raises(ConfigError, match=r"workload.payload='ones' is unknown: choose random \(incompressible\)"):
         point(tmp_path, "workload.payload=ones")
+
+
+# ------------------------------------------------------------------ layouts as applications write them
+SHAPE = (16, 16, 16)
+
+
+def shaped_write(fmt, tmp_path, n=12):
+    sizes = np.full(n, int(np.prod(SHAPE)), dtype=np.int64)
+    return write_payload(fmt, tmp_path, FilePayload(3, 1, sizes, "random", SHAPE))
+
+
+def write_payload(fmt, tmp_path, payload):
+    path = tmp_path / f"data{fmt.suffix}"
+    fmt.write(path, payload)
+    return path, payload
+
+
+@pytest.mark.parametrize("options", [{"chunk_samples": 0}, {"chunk_samples": 4, "compression": "lzf"}])
+def test_hdf5_array_is_images_and_labels_that_h5py_reads(tmp_path, options):
+    import h5py
+
+    path, payload = shaped_write(get_format("hdf5", layout="array", **options), tmp_path)
+    with h5py.File(path) as f:
+        assert set(f) == {"images", "labels"}
+        images, labels = f["images"], f["labels"]
+        assert images.shape == (12, *SHAPE) and images.dtype == np.uint8
+        assert images.chunks == ((4, *SHAPE) if options["chunk_samples"] else None)
+        assert images.compression == options.get("compression")
+        assert labels.dtype == np.int64 and list(labels[:]) == [i % 10 for i in range(12)]
+        assert images[5].tobytes() == payload.sample(5) and images[5].shape == SHAPE
+
+
+@pytest.mark.parametrize("name", ["npz", "npy"])
+def test_npz_npy_arrays_are_what_np_load_reads(tmp_path, name):
+    """As DLIO's generators write them: npz ``x`` (samples) and ``y`` (labels), npy the samples' array alone;
+    a positioned read of sample i and np.load agree."""
+    fmt = get_format(name, layout="array")
+    path, payload = shaped_write(fmt, tmp_path)
+    if name == "npz":
+        with np.load(path) as z:
+            assert sorted(z.files) == ["x", "y"]
+            x, y = z["x"], z["y"]
+        assert y.dtype == np.int64 and list(y) == [i % 10 for i in range(12)]
+    else:
+        x = np.load(path)
+        assert fmt.sidecars(path) == []
+    assert x.shape == (12, *SHAPE) and x.dtype == np.uint8
+    with fmt.open(path) as r:
+        out = buffer_for(r)
+        for i in (0, 7, 11):
+            assert r.payload(i, out).tobytes() == x[i].tobytes() == payload.sample(i)
+
+
+@pytest.mark.parametrize(("name", "layout"), [("npz", "samples"), ("npz", "array"), ("npy", "samples"),
+                                              ("npy", "array")])
+def test_whole_load_bytes_are_what_np_load_reads(tmp_path, name, layout):
+    """The plan of a whole load comes from the file's structure; np.load through the counting file reads exactly
+    it: for .npy, numpy's 6-byte peek and the file; for .npz, the peek, the zip directory and the member."""
+    from experiments.formats.whole import CountingFile
+
+    fmt = get_format(name, layout=layout, load="whole")
+    if layout == "array":
+        path, payload = shaped_write(fmt, tmp_path)
+    else:
+        path, payload = write(fmt, tmp_path, SIZES["variable"])
+    plan = fmt.whole_load_bytes(path)
+    with CountingFile(path) as f:
+        loaded = np.load(f)
+        if name == "npz":
+            with loaded as z:
+                arr = z["x" if layout == "array" else "data"]
+        else:
+            arr = loaded
+    assert f.nbytes == plan
+    size = os.path.getsize(path)
+    if name == "npy":
+        assert plan == size + 6
+    else:  # the member's bytes and the directory, not the labels/offsets member
+        assert arr.nbytes < plan < size + 6
+    assert arr.reshape(-1)[: payload.sizes[0]].tobytes() == payload.sample(0)
+
+
+def test_layouts_and_loads_are_validated():
+    from experiments.errors import ConfigError
+    from experiments.formats import FORMATS
+
+    with pytest.raises(ConfigError, match=r"format.layout='grid' is unknown for hdf5: choose one of bytes, array"):
+        get_format("hdf5", layout="grid")
+    with pytest.raises(ConfigError, match=r"layout='array' is unknown for tfrecord: choose one of raw, example"):
+        get_format("tfrecord", layout="array")
+    with pytest.raises(ConfigError, match=r"format.load='mmap' is unknown: choose one of sample, whole"):
+        get_format("npz", load="mmap")
+    for name in ("hdf5", "npz", "npy"):
+        assert any("needs workload.sample_shape" in p for p in FORMATS[name].problems({"layout": "array"}, ()))
+        assert FORMATS[name].problems({"layout": "array"}, (4, 4)) == []
+    with pytest.raises(ValueError, match="needs workload.sample_shape"):  # and the writer refuses, had it slipped
+        write_payload(get_format("hdf5", layout="array"), Path("/nonexistent"), FilePayload(3, 0, SIZES["fixed"]))
+    with pytest.raises(ValueError, match=r"samples of shape \[3, 3\] hold 9 bytes"):
+        FilePayload(3, 0, SIZES["fixed"], "random", (3, 3))
+
+
+def test_example_records_have_the_planned_size(tmp_path):
+    """Record bytes = payload + the Example's protobuf overhead + the frame, known before writing."""
+    from experiments.formats.tfrecord import HEADER, example_overhead
+
+    fmt = get_format("tfrecord", layout="example")
+    path, payload = write(fmt, tmp_path, SIZES["variable"])
+    want = fmt.expected_record_bytes(payload.sizes)
+    assert np.array_equal(np.diff(np.load(f"{path}.idx")), want)
+    assert os.path.getsize(path) == want.sum()
+    # worked by hand: a 1-byte image is Example{features{image entry (16 bytes), label entry (16)}}: 2 + 32 bytes
+    assert example_overhead(1, 0) == 33 and example_overhead(100_000, 0) == 43  # 100000: 3-byte varint lengths
+    with fmt.open(path) as r:
+        out = buffer_for(r)
+        n = r.read(3, out)
+        assert n == want[3] and out[HEADER] == 0x0A  # Example field 1 (features), length-delimited
+        assert r.payload(3, out).tobytes() == payload.sample(3)
+
+
+def test_example_records_are_what_tensorflow_parses(tmp_path):
+    """Real TensorFlow reads the file: TFRecordDataset, then parse_example after batching, image decoded to the
+    sample shape; and our encoding is byte for byte what tf.train.Example serializes."""
+    tf = pytest.importorskip("tensorflow")
+    fmt = get_format("tfrecord", layout="example")
+    path, payload = shaped_write(fmt, tmp_path, n=10)
+    features = {"image": tf.io.FixedLenFeature([], tf.string), "label": tf.io.FixedLenFeature([], tf.int64)}
+    ds = tf.data.TFRecordDataset([str(path)]).batch(4).map(lambda r: tf.io.parse_example(r, features))
+    images, labels = [], []
+    for b in ds:
+        images.append(tf.reshape(tf.io.decode_raw(b["image"], tf.uint8), [-1, *SHAPE]).numpy())
+        labels += b["label"].numpy().tolist()
+    images = np.concatenate(images)
+    assert images.shape == (10, *SHAPE) and labels == [i % 10 for i in range(10)]
+    assert all(images[i].tobytes() == payload.sample(i) for i in range(10))
+    raw = next(iter(tf.data.TFRecordDataset([str(path)]).skip(3))).numpy()
+    ref = tf.train.Example(features=tf.train.Features(feature={
+        "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[payload.sample(3)])),
+        "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[3]))}))
+    assert raw == ref.SerializeToString(deterministic=True)
+    single = tf.io.parse_single_example(raw, features)
+    assert single["image"].numpy() == payload.sample(3) and int(single["label"]) == 3
