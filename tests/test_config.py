@@ -200,3 +200,68 @@ def test_hdf5_knobs_key_the_dataset_only_when_they_change_its_bytes(tmp_path):
         assert spec(tmp_path, "format=hdf5", bytes_knob).dataset_key != a.dataset_key, bytes_knob
     same = spec(tmp_path, "format=hdf5", "format.sieve_buf_size=65536")  # the default, said out loud
     assert (same.dataset_key, same.point_key) == (a.dataset_key, a.point_key)
+
+
+# ------------------------------------------------------------------------------ sample shapes and layouts
+def test_sample_shape_gives_the_size_and_keys_the_dataset_only_when_given(tmp_path):
+    a = spec(tmp_path)
+    assert a.sample_shape == () and "sample_shape" not in a.dataset_params()
+    s = spec(tmp_path, "workload.sample_shape=[64,64,3]")
+    assert s.sample_shape == (64, 64, 3) and s.sample_size == 64 * 64 * 3  # the preset's 128KiB is replaced
+    assert s.dataset_key != spec(tmp_path, "workload.sample_size=12288").dataset_key  # same bytes, other shape
+    assert s.to_dict()["sample_shape"] == (64, 64, 3)  # recorded with the result
+    assert PointSpec.from_dict(__import__("json").loads(__import__("json").dumps(s.to_dict()))) == s
+    from experiments.dataset import DatasetPlan
+
+    plan = DatasetPlan.from_point(s)
+    assert DatasetPlan.from_dict(__import__("json").loads(__import__("json").dumps(plan.to_dict()))) == plan
+    assert plan.file_payload(0).shape == (64, 64, 3)
+
+
+def test_layouts_key_only_when_not_at_their_default(tmp_path):
+    for name, default, other in (("hdf5", "bytes", "array"), ("tfrecord", "raw", "example"),
+                                 ("npz", "samples", "array"), ("npy", "samples", "array")):
+        a = spec(tmp_path, f"format={name}")
+        same = spec(tmp_path, f"format={name}", f"format.layout={default}")
+        assert (same.dataset_key, same.point_key) == (a.dataset_key, a.point_key)
+        b = spec(tmp_path, f"format={name}", f"format.layout={other}", "workload.sample_shape=[8,8,4]")
+        c = spec(tmp_path, f"format={name}", "workload.sample_shape=[8,8,4]")
+        assert b.dataset_key != c.dataset_key and b.format_options["layout"] == other
+    for name in ("npz", "npy"):  # load: a read option, in the point key only when not at its default
+        a = spec(tmp_path, f"format={name}")
+        w = spec(tmp_path, f"format={name}", "format.load=whole")
+        assert w.dataset_key == a.dataset_key and w.point_key != a.point_key
+        assert spec(tmp_path, f"format={name}", "format.load=sample").point_key == a.point_key
+
+
+@pytest.mark.parametrize(("overrides", "words"), [
+    (("format.layout=array",), "format.layout=array stores each sample as an N-d array: it needs "
+                               "workload.sample_shape"),
+    (("format=npz", "format.layout=arr"), "format.layout='arr' is unknown for npz: choose one of samples, array"),
+    (("format=tfrecord", "format.layout=array"), "choose one of raw, example"),
+    (("format=npy", "format.load=all"), "format.load='all' is unknown: choose one of sample, whole"),
+    (("workload.sample_shape=[8,8]", "workload.sample_size_stdev=1KiB"),
+     "workload.sample_size_stdev=1KiB cannot vary the size of samples of workload.sample_shape=[8, 8]"),
+    (("workload.sample_shape=[8,0]",), "workload.sample_shape=[8, 0] must be a list of whole dimensions >= 1"),
+    (("format.layout=array", "format.chunk_samples=2000", "workload.sample_shape=[1024,1024,3]"),
+     "HDF5 chunks are under 4 GiB"),
+])
+def test_bad_layout_combinations_are_named(tmp_path, overrides, words):
+    with pytest.raises(ConfigError) as e:
+        spec(tmp_path, *overrides)
+    assert any(words in p for p in e.value.problems), e.value.problems
+
+
+def test_a_given_sample_size_that_disagrees_with_the_shape_is_named(tmp_path):
+    overrides = ("workload.sample_shape=[64,64,3]", "workload.sample_size=10KiB")
+    with pytest.raises(ConfigError, match=r"workload.sample_size=10KiB \(10240 bytes\) disagrees with "
+                                          r"workload.sample_shape=\[64, 64, 3\] \(12288 bytes"):
+        validate(composed(tmp_path, *overrides), tmp_path, overrides)
+    agree = ("workload.sample_shape=[64,64,3]", "workload.sample_size=12288")
+    assert validate(composed(tmp_path, *agree), tmp_path, agree).sample_size == 12288
+
+
+def test_deepgalaxy_preset_is_the_nd_layout(tmp_path):
+    s = spec(tmp_path, "+experiment=deepgalaxy", "reader=native")
+    assert s.sample_shape == (512, 512, 3) and s.sample_size == 786432
+    assert s.format == "hdf5" and s.format_options["layout"] == "array" and s.format_options["chunk_samples"] == 1
