@@ -292,3 +292,86 @@ def test_reader_tf_reads_the_plan_with_two_ranks(tmp_path, fmt, access):
         else:  # from_generator over ddlio's readers: their reads, counted exactly
             assert e["bytes_read"] == e["bytes_planned"] == int(plan.record_bytes().sum())
         assert all(r["bytes_read"] > 0 for r in e["ranks"])
+
+
+SHAPED = ("workload.sample_shape=[16,16,16]", "workload.samples=96", "workload.samples_per_file=24")
+
+
+@pytest.mark.parametrize("layout", [("format=hdf5", "format.layout=array", "format.chunk_samples=1"),
+                                    ("format=tfrecord", "format.layout=example"),
+                                    ("format=npz", "format.layout=array"), ("format=npy", "format.layout=array")],
+                         ids=lambda o: o[0][7:])
+def test_layouts_read_exactly_the_plan(tmp_path, layout):
+    spec, plan, res = run_kernel(tmp_path, *layout, *SHAPED, "ppn=2", "workload.shuffle=sample")
+    fmt = get_format(plan.format, **plan.format_options)
+    per_epoch = int(fmt.expected_record_bytes(plan.sizes()).sum())  # images, or Examples framed, from the plan
+    assert int(plan.record_bytes().sum()) == per_epoch
+    assert res["totals"]["bytes_read"] == res["totals"]["bytes_planned"] == 2 * per_epoch
+    for e in res["epochs"]:
+        assert e["read_ops"] == e["samples"] == spec.samples
+        assert all(r["bytes_read"] > 0 for r in e["ranks"])
+
+
+@pytest.mark.parametrize("fmt", ["npz", "npy"])
+@pytest.mark.parametrize("layout", ["samples", "array"])
+def test_whole_loads_read_whole_files_as_planned(tmp_path, fmt, layout):
+    """load=whole: in file order a rank loads each of its files once (the plan is the files' whole-load bytes);
+    with sample shuffling and reader threads a file is loaded again whenever a lane comes back to it, and the bytes
+    still equal the plan (loads x whole-load bytes)."""
+    shape = SHAPED if layout == "array" else ("workload.samples=96", "workload.samples_per_file=24")
+    opts = (f"format={fmt}", f"format.layout={layout}", "format.load=whole", *shape)
+    spec, plan, res = run_kernel(tmp_path / "order", *opts, "ppn=2")
+    loads = plan.load_bytes()
+    assert len(loads) == plan.num_files == 4
+    for e in res["epochs"]:
+        assert e["bytes_read"] == e["bytes_planned"] == int(loads.sum())  # every file loaded once, by its rank
+        assert e["samples"] == spec.samples
+    _, _, shuffled = run_kernel(tmp_path / "shuffled", *opts, "ppn=2", "workload.shuffle=sample",
+                                "workload.read_threads=2")
+    for e in shuffled["epochs"]:
+        assert e["bytes_read"] == e["bytes_planned"] > int(loads.sum())  # files come back: loaded again
+        assert len(set(loads.tolist())) == 1 and e["bytes_planned"] % int(loads[0]) == 0  # whole loads only
+
+
+@tf_installed
+@pytest.mark.parametrize("layout", [("format=hdf5", "format.layout=array", "format.chunk_samples=1"),
+                                    ("format=tfrecord", "format.layout=example"),
+                                    ("format=npz", "format.layout=array", "format.load=whole")],
+                         ids=lambda o: o[0][7:])
+def test_reader_tf_reads_the_layouts_as_applications_do(tmp_path, layout):
+    """reader=tf: Examples through TFRecordDataset + parse_example after batching; HDF5 images and NPZ arrays
+    from a generator of sample-shaped arrays in regular batches; the bytes are still the plan."""
+    from experiments.tfdata import TF_OTHER_READS_MAX
+
+    spec, plan, res = run_kernel(tmp_path, "reader=tf", *layout, *SHAPED, "ppn=2", "workload.shuffle=sample",
+                                 "workload.read_threads=2")
+    for e in res["epochs"]:
+        assert e["samples"] == spec.samples and all(r["bytes_read"] > 0 for r in e["ranks"])
+        if plan.format == "tfrecord":
+            assert e["bytes_planned"] == sum(os.path.getsize(plan.file_path(f)) for f in range(plan.num_files))
+            assert e["bytes_planned"] <= e["bytes_read"] <= e["bytes_planned"] + 2 * TF_OTHER_READS_MAX
+        elif plan.format == "npz":  # whole loads: at least every file once
+            assert e["bytes_read"] == e["bytes_planned"] >= int(plan.load_bytes().sum())
+        else:
+            assert e["bytes_read"] == e["bytes_planned"] == int(plan.record_bytes().sum())
+
+
+@tf_installed
+def test_reader_tf_batches_are_what_an_application_gets(tmp_path):
+    """The pipelines reader=tf builds hand on uint8 batches of the sample shape (Examples parsed and decoded)."""
+    import types
+
+    from experiments.formats import get_format
+    from experiments.tfdata import example_parser, import_tf
+
+    tf = import_tf()
+    fmt = get_format("tfrecord", layout="example")
+    from experiments.formats.base import FilePayload
+
+    payload = FilePayload(3, 0, np.full(6, 16 * 16 * 16, dtype=np.int64), "random", (16, 16, 16))
+    fmt.write(tmp_path / "a.tfrecord", payload)
+    plan = types.SimpleNamespace(sample_shape=(16, 16, 16), sample_size=4096, sample_size_stdev=0)
+    images, labels = next(iter(tf.data.TFRecordDataset([str(tmp_path / "a.tfrecord")]).batch(4)
+                               .map(example_parser(tf, plan))))
+    assert images.dtype == tf.uint8 and tuple(images.shape) == (4, 16, 16, 16)
+    assert images[2].numpy().tobytes() == payload.sample(2) and labels.numpy().tolist() == [0, 1, 2, 3]
