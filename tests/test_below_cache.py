@@ -1,6 +1,6 @@
 """Caches below the client: every epoch says whether it was its dataset's first read since generation; a fresh
-dataset is settled by untimed reads until their rate is steady (cache=cold, settle=true); storage_cold reads a flush file before each
-epoch; analysis flags first reads that differ from repeats and never compares the two."""
+dataset is settled by untimed reads until their rate is steady (cache=cold, settle=true); storage_cold reads a
+flush file before each epoch; analysis flags first reads that differ from repeats and never compares the two."""
 
 from __future__ import annotations
 
