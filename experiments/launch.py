@@ -101,6 +101,13 @@ def _step_runner(spec: PointSpec, run_dir: Path, deadline: float | None = None
     return step
 
 
+def generation_runner(spec: PointSpec, run_dir: Path, deadline: float | None = None) -> Callable[[str, int], None]:
+    """How a point's dataset is generated: ``run(plan_json_path, ranks)`` runs ``python -m experiments.dataset``
+    as an MPI step with the point's launch line (what :func:`ensure_dataset` calls)."""
+    step = _step_runner(spec, run_dir, deadline)
+    return lambda plan_path, ranks: step("experiments.dataset", [plan_path], ranks, "generate")
+
+
 def failure_record(point: dict[str, Any], error: str, job_state: str = "FAILED", run_dir: str = "") -> dict[str, Any]:
     """The record of a point that could not be measured: its config and the error text."""
     return {
@@ -128,13 +135,11 @@ def run_point(point: dict[str, Any], run_dir: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
         spec = PointSpec.from_dict(point)
-        step = _step_runner(spec, rd, time.monotonic() + float(spec.cluster["timeout_min"]) * 60)
+        deadline = time.monotonic() + float(spec.cluster["timeout_min"]) * 60
+        step = _step_runner(spec, rd, deadline)
         plan = DatasetPlan.from_point(spec)
         info = ensure_dataset(
-            plan,
-            Layout(spec.stripe_count, spec.stripe_size),
-            lambda plan_path, ranks: step("experiments.dataset", [plan_path], ranks, "generate"),
-            spec.ranks,
+            plan, Layout(spec.stripe_count, spec.stripe_size), generation_runner(spec, rd, deadline), spec.ranks
         )
         for stale in ("kernel-result.json", DAMAGED):  # only this run's kernel may leave one
             (rd / stale).unlink(missing_ok=True)

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import math
 import os
+import sys
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -31,6 +34,20 @@ NUM_CLASSES = 10
 def sample_labels(n: int) -> np.ndarray:
     """The int64 labels of a file's ``n`` samples (see :data:`NUM_CLASSES`)."""
     return np.arange(n, dtype=np.int64) % NUM_CLASSES
+
+
+def random_bytes(key: tuple[int, ...], n: int) -> np.ndarray:
+    """``n`` pseudo-random bytes (a new writable uint8 array) of the PCG64 stream seeded with ``key``.
+
+    The very bytes ``np.random.Generator(np.random.PCG64(key)).bytes(n)`` returns (the stream every dataset has
+    been generated from; ``Generator.bytes`` draws full-range uint32s, two per 64-bit output, low half first),
+    taken straight from the bit generator's 64-bit outputs in little-endian order: one pass and no copies, about
+    4x faster, and without holding the GIL.
+    """
+    raw = np.random.PCG64(list(key)).random_raw(-(-n // 8))
+    if sys.byteorder != "little":
+        raw = raw.byteswap()
+    return raw.view(np.uint8)[:n]
 
 
 def parse_payload(value: object) -> str:
@@ -98,21 +115,42 @@ class FilePayload:
         n = int(self.sizes[lo:hi].sum())
         if self.kind == "zeros":
             return np.zeros(n, dtype=np.uint8)
-        rng = np.random.Generator(np.random.PCG64([self.seed, self.file_index, lo]))
-        buf = np.frombuffer(rng.bytes(n), dtype=np.uint8)
+        buf = random_bytes((self.seed, self.file_index, lo), n)
         if self.kind == "random":
             return buf
         keep = max(1, round(COMPRESS_BLOCK / float(self.kind)))
-        buf = buf.copy()
         whole = n - n % COMPRESS_BLOCK
         buf[:whole].reshape(-1, COMPRESS_BLOCK)[:, keep:] = 0
         buf[whole + keep :] = 0
         return buf
 
-    def iter_groups(self) -> Iterator[tuple[int, int, np.ndarray]]:
-        """Yield ``(lo, hi, bytes of samples lo..hi-1 back to back)``."""
-        for lo, hi in self.groups():
-            yield lo, hi, self._group_bytes(lo, hi)
+    def iter_groups(self, ahead: int = 2) -> Iterator[tuple[int, int, np.ndarray]]:
+        """Yield ``(lo, hi, bytes of samples lo..hi-1 back to back)``, each a new writable array.
+
+        Up to ``ahead`` groups are generated in a background thread while the caller writes the current one
+        (numpy's generator and file writes release the GIL, so both run at once); ``ahead=0`` generates each
+        group in the caller's thread when it is asked for.
+        """
+        groups = self.groups()
+        if ahead <= 0 or len(groups) <= 1:
+            for lo, hi in groups:
+                yield lo, hi, self._group_bytes(lo, hi)
+            return
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ddlio-payload")
+        pending: deque[tuple[int, int, Future[np.ndarray]]] = deque()
+        try:
+            nxt = 0
+            while pending or nxt < len(groups):
+                while nxt < len(groups) and len(pending) <= ahead:
+                    lo, hi = groups[nxt]
+                    pending.append((lo, hi, pool.submit(self._group_bytes, lo, hi)))
+                    nxt += 1
+                lo, hi, fut = pending.popleft()
+                yield lo, hi, fut.result()
+        finally:  # also when the caller stops early (an error while writing): no thread is left behind
+            for _, _, fut in pending:
+                fut.cancel()
+            pool.shutdown(wait=True)
 
     def sample(self, i: int) -> bytes:
         """Sample ``i``'s payload, regenerated (for tests and verification)."""

@@ -1,0 +1,204 @@
+"""Dataset generation against fio's sequential write on the same file system, measured in the same run.
+
+For each format, a dataset of ``--size`` bytes (``--sample-size`` samples, one shared file by default, as the
+``default`` workload) is generated through ddlio's own path, the one ``sweep.py`` runs inside a job: the dataset
+lock, an empty directory, the generation step launched with the point's MPI launch line (fsync of every file),
+the verification pass and the manifest (:func:`experiments.dataset.ensure_dataset`). Its rate is the bytes on
+disk (data files and sidecars, from the manifest) / the wall seconds of that whole call.
+
+fio writes the same number of bytes to a new file in the same directory: one psync job (``--fio-jobs``), blocks
+of ``--fio-bs`` (1MiB), ``end_fsync=1`` (fio counts the final fsync in its runtime), ``fallocate=none`` (a fresh
+file grows as ddlio's do). Its rate is fio's own bandwidth (bytes / runtime).
+
+Both run ``--rounds`` times, interleaved (format A, fio, format B, fio, ...; every round starts after ``sync``),
+and medians are compared: ``ratio`` = generation MiB/s / fio MiB/s of the fio runs interleaved with that format.
+The last line is ``min ratio: X.XX`` over the formats whose writing is not bound by an image codec (hdf5,
+tfrecord, npz, npy, bin). For jpeg and png (``--image-size`` bytes of payload, smaller: the codec is slow) the
+table gives the payload MiB/s generated and, beside it, the codec's own speed encoding the same pixels in memory
+(no file I/O): ``ratio`` is then generation / codec.
+
+On a VM, writes go to the guest's page cache and, through fsync, to the host, whose own cache decides how fast
+they land: rates vary by 2-3x from run to run here, which is why the runs are interleaved and repeated.
+
+    python bench/generate_vs_fio.py                               # 1GiB per format, 3 rounds, in a temp dir
+    python bench/generate_vs_fio.py --size 256MiB --formats bin,hdf5 --rounds 5 --data-root /scratch/me/gen
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from experiments.units import format_size, parse_size  # noqa: E402
+
+MIB = 1024 * 1024
+#: formats whose generation is bound by their writing, not by an image codec: the ``min ratio`` is over these
+PLAIN = ("hdf5", "tfrecord", "npz", "npy", "bin")
+IMAGES = ("jpeg", "png")
+
+
+def point(data: Path, fmt: str, total: int, sample_size: int, files: int, ppn: int) -> Any:
+    """A validated ddlio point whose dataset is ``total`` bytes of ``sample_size``-byte samples in ``files`` files."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from experiments.config import register_configs, validate
+
+    register_configs()
+    samples = max(files, total // sample_size)
+    overrides = [
+        f"format={fmt}", "access=shared", f"ppn={ppn}", f"workload.samples={samples}",
+        f"workload.sample_size={sample_size}", f"workload.samples_per_file={-(-samples // files)}",
+        f"data_root={data}", f"db={data / 'bench.db'}",
+    ]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("config", overrides=overrides)
+    return validate(OmegaConf.to_container(cfg, resolve=True), data)
+
+
+def generate(spec: Any, run_dir: Path) -> tuple[float, int, int, int]:
+    """Generate ``spec``'s dataset from scratch through the product's path; returns (wall seconds, bytes on disk,
+    payload bytes, generation ranks)."""
+    from experiments.dataset import DatasetPlan, ensure_dataset
+    from experiments.launch import generation_runner
+    from lustre.layout import Layout
+
+    plan = DatasetPlan.from_point(spec)
+    shutil.rmtree(plan.directory, ignore_errors=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    os.sync()
+    t = time.perf_counter()
+    info = ensure_dataset(plan, Layout(spec.stripe_count, spec.stripe_size), generation_runner(spec, run_dir),
+                          spec.ranks)
+    seconds = time.perf_counter() - t
+    if not info.generated:
+        raise SystemExit(f"{plan.directory}: the dataset was reused, not generated")
+    m = info.manifest
+    return seconds, int(m["disk_bytes"]), int(m["payload_bytes"]), int(m["generation_ranks"])
+
+
+def run_fio(directory: Path, nbytes: int, bs: int, jobs: int) -> float:
+    """fio's sequential write bandwidth (MiB/s) of ``nbytes`` (split over ``jobs`` files) into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    per_job = -(-nbytes // jobs // bs) * bs
+    os.sync()
+    argv = ["fio", "--output-format=json", "--name=gen", f"--directory={directory}", "--rw=write", f"--bs={bs}",
+            f"--size={per_job}", f"--numjobs={jobs}", "--ioengine=psync", "--end_fsync=1", "--fallocate=none",
+            "--group_reporting=1", "--create_on_open=1"]
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
+    finally:
+        for p in directory.glob("gen.*"):
+            p.unlink()
+    if out.returncode != 0:
+        raise SystemExit(f"fio failed: {out.stderr.strip() or out.stdout.strip()}")
+    write = json.loads(out.stdout)["jobs"][0]["write"]
+    if write["io_bytes"] != per_job * jobs:
+        raise SystemExit(f"fio wrote {write['io_bytes']} bytes, asked {per_job * jobs}")
+    return write["bw_bytes"] / MIB
+
+
+def codec_rate(fmt_name: str, spec: Any) -> float:
+    """MiB/s of payload the format's codec encodes in memory (no file I/O), on the dataset's own pixels."""
+    from experiments.dataset import DatasetPlan
+    from experiments.formats import get_format
+    from experiments.formats.image import payload_image
+
+    plan = DatasetPlan.from_point(spec)
+    fmt = get_format(fmt_name, **plan.format_options)
+    payload = plan.file_payload(0)
+    images = []
+    for lo, hi, buf in payload.iter_groups():
+        pos = 0
+        for s in payload.sizes[lo:hi].tolist():
+            images.append((payload_image(buf[pos : pos + s]), s))
+            pos += s
+        if len(images) >= 64:
+            break
+    t = time.perf_counter()
+    for pixels, s in images:
+        fmt.encode(pixels, s)
+    return sum(s for _, s in images) / (time.perf_counter() - t) / MIB
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size", default="1GiB", help="dataset payload per format (default %(default)s)")
+    ap.add_argument("--image-size", default="64MiB", help="dataset payload for jpeg and png (default %(default)s)")
+    ap.add_argument("--sample-size", default="128KiB", help="bytes per sample (default %(default)s)")
+    ap.add_argument("--formats", default=",".join(PLAIN + IMAGES), help="formats (default %(default)s)")
+    ap.add_argument("--files", type=int, default=1, help="files per dataset (default %(default)s)")
+    ap.add_argument("--ppn", type=int, default=1, help="the point's ranks: generation uses min(ppn, files)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds, median reported (default %(default)s)")
+    ap.add_argument("--fio-bs", default="1MiB", help="fio's write block size (default %(default)s)")
+    ap.add_argument("--fio-jobs", type=int, default=1, help="fio's writing processes (default %(default)s)")
+    ap.add_argument("--data-root", help="where datasets and fio's file go (default: a temporary directory under "
+                    "the system's temp dir, removed after); the file system under test")
+    args = ap.parse_args(argv)
+    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
+    unknown = [f for f in formats if f not in PLAIN + IMAGES]
+    if unknown:
+        print(f"unknown format(s) {', '.join(unknown)}: choose from {', '.join(PLAIN + IMAGES)}", file=sys.stderr)
+        return 2
+    if shutil.which("fio") is None:
+        print("fio not found: apt-get install fio", file=sys.stderr)
+        return 2
+    size, image_size, sample = parse_size(args.size), parse_size(args.image_size), parse_size(args.sample_size)
+    bs = parse_size(args.fio_bs)
+    tmp = None
+    data = Path(args.data_root) if args.data_root else Path(tmp := tempfile.mkdtemp(prefix="ddlio-gen-vs-fio-"))
+    data = data.resolve()
+    gen: dict[str, list[float]] = {f: [] for f in formats}
+    fio: dict[str, list[float]] = {f: [] for f in formats}
+    disk: dict[str, int] = {}
+    ranks: dict[str, int] = {}
+    specs = {f: point(data, f, image_size if f in IMAGES else size, sample, args.files, args.ppn) for f in formats}
+    print(f"data root {data}; payload {format_size(size)} per format ({format_size(image_size)} for images), "
+          f"{format_size(sample)} samples, {args.files} file(s), ppn={args.ppn}; fio bs={format_size(bs)} "
+          f"jobs={args.fio_jobs}, end_fsync=1", flush=True)
+    try:
+        for rnd in range(args.rounds):
+            for f in formats:
+                s, nbytes, payload, ranks[f] = generate(specs[f], data / "runs" / f)
+                disk[f] = nbytes
+                gen[f].append((payload if f in IMAGES else nbytes) / s / MIB)
+                fio[f].append(run_fio(data / "fio", nbytes, bs, args.fio_jobs))
+                print(f"round {rnd + 1} {f:>8}: generation {gen[f][-1]:8.1f} MiB/s ({format_size(nbytes)} in "
+                      f"{s:.2f} s, {ranks[f]} rank(s))   fio {fio[f][-1]:8.1f} MiB/s", flush=True)
+                from experiments.dataset import DatasetPlan
+
+                shutil.rmtree(DatasetPlan.from_point(specs[f]).directory, ignore_errors=True)
+        codec = {f: codec_rate(f, specs[f]) for f in formats if f in IMAGES}
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print(f"\n{'format':>8} {'bytes':>9} {'gen MiB/s':>10} {'fio MiB/s':>10} {'ratio':>6}")
+    ratios = {}
+    for f in formats:
+        g, w = statistics.median(gen[f]), statistics.median(fio[f])
+        if f in IMAGES:
+            c = codec[f]
+            print(f"{f:>8} {format_size(disk[f]):>9} {g:10.1f} {w:10.1f}   payload MiB/s; codec alone {c:.1f} "
+                  f"MiB/s of payload, generation/codec {g / c:.2f} (not in the min ratio)")
+        else:
+            ratios[f] = g / w
+            print(f"{f:>8} {format_size(disk[f]):>9} {g:10.1f} {w:10.1f} {g / w:6.2f}")
+    if ratios:
+        print(f"min ratio: {min(ratios.values()):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
