@@ -10,7 +10,7 @@ import math
 import os
 import sys
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +21,9 @@ import numpy as np
 #: Samples are generated in groups of at most this many bytes, each from its own seeded stream, so a sample's
 #: payload can be regenerated on its own (tests) and generation never holds a whole file in memory.
 GROUP_BYTES = 8 * 1024 * 1024
+#: Threads that generate a file's payload ahead of its writer (see :meth:`FilePayload.iter_groups`): PCG64
+#: makes about 1.5 GB/s per core here, about what one writer copies into the page cache, so two keep it busy.
+GENERATOR_THREADS = 2
 #: Payload kinds besides a compressibility ratio (``workload.payload``).
 PAYLOAD_KINDS = ("random", "zeros")
 #: A compressible payload is made of blocks of this many bytes, each random for its first ``1/ratio`` and zero
@@ -124,26 +127,36 @@ class FilePayload:
         buf[whole + keep :] = 0
         return buf
 
-    def iter_groups(self, ahead: int = 2) -> Iterator[tuple[int, int, np.ndarray]]:
-        """Yield ``(lo, hi, bytes of samples lo..hi-1 back to back)``, each a new writable array.
+    def iter_groups(
+        self, threads: int | None = None, prepare: Callable[[int, int, np.ndarray], Any] | None = None
+    ) -> Iterator[tuple[int, int, Any]]:
+        """Yield ``(lo, hi, bytes of samples lo..hi-1 back to back)`` in order, each a new writable uint8 array
+        (or, with ``prepare``, what ``prepare(lo, hi, array)`` returns: a format's framing of the group).
 
-        Up to ``ahead`` groups are generated in a background thread while the caller writes the current one
-        (numpy's generator and file writes release the GIL, so both run at once); ``ahead=0`` generates each
-        group in the caller's thread when it is asked for.
+        With ``threads`` >= 1 the groups are generated (and prepared) ahead, at most ``threads + 1`` of them (8 MiB
+        each), by that many background threads while the caller writes the current one: numpy's generator and
+        file writes release the GIL, so they run at once. ``threads=0`` generates each group in the caller's
+        thread when asked for; None: :data:`GENERATOR_THREADS`.
         """
+        threads = GENERATOR_THREADS if threads is None else threads
         groups = self.groups()
-        if ahead <= 0 or len(groups) <= 1:
+
+        def make(lo: int, hi: int) -> Any:
+            buf = self._group_bytes(lo, hi)
+            return buf if prepare is None else prepare(lo, hi, buf)
+
+        if threads <= 0 or len(groups) <= 1:
             for lo, hi in groups:
-                yield lo, hi, self._group_bytes(lo, hi)
+                yield lo, hi, make(lo, hi)
             return
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ddlio-payload")
-        pending: deque[tuple[int, int, Future[np.ndarray]]] = deque()
+        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ddlio-payload")
+        pending: deque[tuple[int, int, Future[Any]]] = deque()
         try:
             nxt = 0
             while pending or nxt < len(groups):
-                while nxt < len(groups) and len(pending) <= ahead:
+                while nxt < len(groups) and len(pending) <= threads:
                     lo, hi = groups[nxt]
-                    pending.append((lo, hi, pool.submit(self._group_bytes, lo, hi)))
+                    pending.append((lo, hi, pool.submit(make, lo, hi)))
                     nxt += 1
                 lo, hi, fut = pending.popleft()
                 yield lo, hi, fut.result()

@@ -145,7 +145,7 @@ class NPZ(Format):
                 header = {"descr": "|u1", "fortran_order": False, "shape": (total,)}
                 np.lib.format.write_array_header_2_0(f, header)
                 for _, _, buf in payload.iter_groups():
-                    f.write(buf.tobytes())
+                    f.write(buf)
             with zf.open("offsets.npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, offsets)
         fsync_path(path)
