@@ -1,7 +1,7 @@
 """Dataset generation against fio's sequential write on the same file system, measured in the same run.
 
-For each format, a dataset of ``--size`` bytes (``--sample-size`` samples, one shared file by default, as the
-``default`` workload) is generated through ddlio's own path, the one ``sweep.py`` runs inside a job: the dataset
+For each format, a dataset of ``--size`` bytes (``--sample-size`` samples, one shared file by default: the
+``default`` workload's 256 MiB) is generated through ddlio's own path, the one ``sweep.py`` runs inside a job: the dataset
 lock, an empty directory, the generation step launched with the point's MPI launch line (fsync of every file),
 the verification pass and the manifest (:func:`experiments.dataset.ensure_dataset`). Its rate is the bytes on
 disk (data files and sidecars, from the manifest) / the wall seconds of that whole call.
@@ -25,8 +25,8 @@ memory the guest freed a few seconds ago has been handed back to the host (virti
 so writing into it faults every page in again: here fio writes 256 MiB at ~1300 MiB/s right after a deletion and
 at ~300 MiB/s after ``--settle 8``. Other load on the machine moves both too, hence interleaving and rounds.
 
-    python bench/generate_vs_fio.py                               # 1GiB per format, 3 rounds, in a temp dir
-    python bench/generate_vs_fio.py --size 256MiB --formats bin,hdf5 --rounds 5 --data-root /scratch/me/gen
+    python bench/generate_vs_fio.py                          # 256MiB per format (64MiB for images), 3 rounds, temp dir
+    python bench/generate_vs_fio.py --size 1GiB --formats bin,hdf5 --rounds 5 --data-root /scratch/me/gen
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def codec_rate(fmt_name: str, spec: Any) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--size", default="1GiB", help="dataset payload per format (default %(default)s)")
+    ap.add_argument("--size", default="256MiB", help="dataset payload per format (default %(default)s)")
     ap.add_argument("--image-size", default="64MiB", help="dataset payload for jpeg and png (default %(default)s)")
     ap.add_argument("--sample-size", default="128KiB", help="bytes per sample (default %(default)s)")
     ap.add_argument("--formats", default=",".join(PLAIN + IMAGES), help="formats (default %(default)s)")

@@ -1,0 +1,197 @@
+"""Generation at speed, without changing a byte: the payload stream is the one every dataset on disk was made from,
+the threads that generate ahead change nothing, a one-rank generation in the job's process writes what the MPI
+step writes, and several ranks write what one does."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+
+import numpy as np
+import pytest
+
+from experiments.dataset import (
+    DatasetPlan,
+    ensure_dataset,
+    environment,
+    generate_here,
+    load_manifest,
+    write_behind,
+)
+from experiments.errors import LaunchError
+from experiments.formats import FilePayload, get_format
+from experiments.formats.base import COMPRESS_BLOCK, random_bytes
+from experiments.formats.tfrecord import frame, frame_group
+from helpers import mpi_generation, point
+from lustre.layout import Layout
+
+#: sizes that cross group boundaries and are not multiples of 8 (the raw generator's word)
+SIZES = np.array([1, 7, 8, 9, 4095, 4097, 65536, 1000003] + [3 * 1024 * 1024] * 4, dtype=np.int64)
+#: sha256 of FilePayload(42, 3, SIZES, kind)'s groups back to back, as written by the code that generated the
+#: datasets measured before this change (numpy's Generator.bytes): pinned, so that no change of how payloads are
+#: made can silently leave the datasets in users' stores unverifiable
+GOLDEN = {
+    "random": "5b91b159af2428f5bbd6b6525de2c8d690c39be1475c6de4a6bb1d83773d3e9e",
+    "2.0": "d3b25407a6df93678e9174a143e0d42568c1dc29ec8177f93f35b0faed6c96a0",
+    "zeros": "407396c364cae50926b50617eddbc7f79687d376aad04794e4c418bc4523042d",
+}
+
+
+def old_group_bytes(p: FilePayload, lo: int, hi: int) -> bytes:
+    """How a group's bytes were made before (``Generator.bytes``, then the compressible blocks zeroed)."""
+    n = int(p.sizes[lo:hi].sum())
+    if p.kind == "zeros":
+        return bytes(n)
+    buf = np.frombuffer(np.random.Generator(np.random.PCG64([p.seed, p.file_index, lo])).bytes(n), np.uint8).copy()
+    if p.kind != "random":
+        keep = max(1, round(COMPRESS_BLOCK / float(p.kind)))
+        whole = n - n % COMPRESS_BLOCK
+        buf[:whole].reshape(-1, COMPRESS_BLOCK)[:, keep:] = 0
+        buf[whole + keep :] = 0
+    return buf.tobytes()
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 15, 16, 17, 1003, 131073])
+def test_random_bytes_are_the_generator_bytes_stream(n):
+    assert random_bytes((42, 3, 7), n).tobytes() == np.random.Generator(np.random.PCG64([42, 3, 7])).bytes(n)
+
+
+@pytest.mark.parametrize("kind", sorted(GOLDEN))
+def test_payloads_are_the_bytes_existing_datasets_hold(kind):
+    p = FilePayload(42, 3, SIZES, kind)
+    groups = list(p.iter_groups())
+    assert len(groups) == 2  # the test crosses a group boundary
+    for lo, hi, buf in groups:
+        assert buf.tobytes() == old_group_bytes(p, lo, hi)
+    assert hashlib.sha256(b"".join(b.tobytes() for _, _, b in groups)).hexdigest() == GOLDEN[kind]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_generating_ahead_in_threads_yields_what_the_caller_s_thread_does(threads):
+    sizes = np.array([100_000] * 300 + [5, 9, 3_000_000], dtype=np.int64)
+    p = FilePayload(7, 1, sizes, "3.0")
+    serial = [(lo, hi, b.tobytes()) for lo, hi, b in p.iter_groups(threads=0)]
+    assert len(serial) > 3
+    assert [(lo, hi, b.tobytes()) for lo, hi, b in p.iter_groups(threads=threads)] == serial
+    seen: list[tuple[int, int]] = []
+
+    def prepare(lo: int, hi: int, buf: np.ndarray) -> int:
+        seen.append((lo, hi))
+        return len(buf)
+
+    assert [(lo, hi, n) for lo, hi, n in p.iter_groups(threads, prepare)] == [
+        (lo, hi, len(b)) for lo, hi, b in serial
+    ]
+    assert sorted(seen) == [(lo, hi) for lo, hi, _ in serial]
+
+
+def test_a_writer_that_stops_early_leaves_no_generator_thread():
+    p = FilePayload(7, 1, np.full(64, 1 << 20, dtype=np.int64))
+    before = threading.active_count()
+    it = p.iter_groups(threads=2)
+    next(it)
+    assert threading.active_count() > before
+    it.close()
+    assert threading.active_count() == before
+
+
+def test_framing_a_group_at_once_is_framing_each_record():
+    sizes = [1, 12, 16, 4096, 4097, 3]
+    payload = random_bytes((1, 2, 3), sum(sizes))
+    want, pos = b"", 0
+    for s in sizes:
+        want += frame(payload[pos : pos + s])
+        pos += s
+    assert frame_group(payload, sizes).tobytes() == want
+
+
+def test_write_behind_leaves_the_file_as_written_and_stops(tmp_path):
+    path = tmp_path / "f.bin"
+    before = threading.active_count()
+    with write_behind(path, interval_s=0.001):
+        with open(path, "wb") as f:
+            for i in range(20):
+                f.write(random_bytes((i,), 1 << 20))
+    assert path.read_bytes() == b"".join(random_bytes((i,), 1 << 20).tobytes() for i in range(20))
+    with write_behind(tmp_path / "never-written", interval_s=0.001):
+        pass
+    assert threading.active_count() == before
+
+
+def test_environment_is_set_while_generating_and_restored(monkeypatch):
+    monkeypatch.setenv("DDLIO_T_SET", "before")
+    monkeypatch.delenv("DDLIO_T_NEW", raising=False)
+    with environment({"DDLIO_T_SET": "during", "DDLIO_T_NEW": "1"}):
+        assert os.environ["DDLIO_T_SET"] == "during" and os.environ["DDLIO_T_NEW"] == "1"
+    assert os.environ["DDLIO_T_SET"] == "before" and "DDLIO_T_NEW" not in os.environ
+
+
+def file_contents(plan: DatasetPlan) -> dict[str, bytes]:
+    """What each data file and sidecar of a dataset holds (for HDF5, its datasets: the file carries timestamps)."""
+    out = {}
+    for name in sorted(os.listdir(plan.directory)):
+        path = os.path.join(plan.directory, name)
+        if name.endswith(".h5"):
+            import h5py
+
+            with h5py.File(path, "r") as f:
+                out[name] = f["data"][:].tobytes() + f["offsets"][:].tobytes()
+        elif name.startswith("part-"):
+            with open(path, "rb") as f:
+                out[name] = f.read()
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["bin", "npy", "tfrecord", "npz", "hdf5"])
+def test_one_rank_in_process_and_two_mpi_ranks_write_what_one_mpi_rank_writes(tmp_path, fmt):
+    from experiments.launch import generation_runner
+
+    spec = point(tmp_path, f"format={fmt}", "workload.samples=48", "workload.samples_per_file=24",
+                 "workload.sample_size_stdev=4KiB", "ppn=2")
+    plan = DatasetPlan.from_point(spec)
+    assert plan.num_files == 2
+    contents = []
+    for how in ("mpi-1", "mpi-2", "here"):
+        run_dir = tmp_path / how
+        run_dir.mkdir()
+        gen = generation_runner(spec, run_dir) if how == "here" else mpi_generation(spec, run_dir)
+        ranks = 2 if how == "mpi-2" else 1
+        info = ensure_dataset(plan, Layout(), gen, ranks)
+        assert info.generated and info.manifest["generation_ranks"] == ranks
+        assert (run_dir / "generate.out").exists() == (how != "here")  # no MPI step in the job's process
+        contents.append(file_contents(plan))
+        os.unlink(os.path.join(plan.directory, "manifest.json"))  # the next round rebuilds it
+    assert len(contents[0]) >= 2 and contents[0] == contents[1] == contents[2]
+
+
+def test_a_one_rank_generation_failure_reads_as_the_step_s(tmp_path):
+    from experiments.launch import generation_runner
+
+    spec = point(tmp_path)
+    plan = DatasetPlan.from_point(spec)
+    gen = generation_runner(spec, tmp_path)
+
+    def broken(plan_path: str, ranks: int) -> None:
+        os.unlink(os.path.join(plan.directory, "sizes.npy"))
+        gen(plan_path, ranks)
+
+    with pytest.raises(LaunchError, match=r"(?s)^generate step failed: FileNotFoundError.*sizes.npy"):
+        ensure_dataset(plan, Layout(), broken, 1)
+    assert load_manifest(plan) is None
+
+
+def test_generate_here_writes_the_plan_s_files(tmp_path):
+    spec = point(tmp_path, "format=bin")
+    plan = DatasetPlan.from_point(spec)
+    os.makedirs(plan.directory)
+    np.save(os.path.join(plan.directory, "sizes.npy"), plan.sizes())
+    plan_path = os.path.join(plan.directory, "plan.json")
+    with open(plan_path, "w") as f:
+        json.dump(plan.to_dict(), f)
+    assert generate_here(plan_path, {"DDLIO_T_GEN": "1"}) == [plan.file_name(f) for f in range(plan.num_files)]
+    with get_format("bin").open(plan.file_path(0)) as r:
+        out = np.empty(plan.sample_size, dtype=np.uint8)
+        assert r.payload(0, out).tobytes() == plan.file_payload(0).sample(0)
+    assert "DDLIO_T_GEN" not in os.environ
