@@ -1,23 +1,24 @@
 """Dataset generation against fio's sequential write on the same file system, measured in the same run.
 
 For each format, a dataset of ``--size`` bytes (``--sample-size`` samples, one shared file by default: the
-``default`` workload's 256 MiB) is generated through ddlio's own path, the one ``sweep.py`` runs inside a job: the dataset
-lock, an empty directory, the generation step launched with the point's MPI launch line (fsync of every file),
-the verification pass and the manifest (:func:`experiments.dataset.ensure_dataset`). Its rate is the bytes on
-disk (data files and sidecars, from the manifest) / the wall seconds of that whole call.
+``default`` workload's 256 MiB) is generated through ddlio's own path, the one ``sweep.py`` runs inside a job
+(:func:`experiments.dataset.ensure_dataset` with :func:`experiments.launch.generation_runner`): the dataset lock,
+an empty directory, the files written (by one rank in the job's process, or by an MPI step of ``min(ppn, files)``
+ranks), each fsync'd, the verification pass and the manifest. Its rate is the bytes on disk (data files and
+sidecars, from the manifest) / the wall seconds of that whole call.
 
 fio writes the same number of bytes to a new file in the same directory: one psync job (``--fio-jobs``), blocks
 of ``--fio-bs`` (1MiB), ``end_fsync=1`` (fio counts the final fsync in its runtime), ``fallocate=none`` (a fresh
 file grows as ddlio's do). Its rate is fio's own bandwidth (bytes / runtime).
 
-Both run ``--rounds`` times, interleaved (format A, fio, format B, fio, ...; every round starts after ``sync``),
-and medians are compared: ``ratio`` = a format's median generation MiB/s / the median of all fio runs (the file
-system's sequential write speed, measured between every two generations; the median of the fio runs beside each
-format is shown too).
-The last line is ``min ratio: X.XX`` over the formats whose writing is not bound by an image codec (hdf5,
-tfrecord, npz, npy, bin). For jpeg and png (``--image-size`` bytes of payload, smaller: the codec is slow) the
-table gives the payload MiB/s generated and, beside it, the codec's own speed encoding the same pixels in memory
-(no file I/O): ``ratio`` is then generation / codec.
+Both run ``--rounds`` times, interleaved (format A, fio, format B, fio, ...; every timed run starts after
+``sync``; every round opens with an untimed fio write of ``--size``), and medians are compared: ``ratio`` = a
+format's median generation MiB/s / the median of the fio runs beside the plain formats (the file system's
+sequential write speed, measured between every two generations; the median of the fio runs beside each format is
+shown too). The last line is ``min ratio: X.XX`` over the formats whose writing is not bound by an image codec
+(hdf5, tfrecord, npz, npy, bin). For jpeg and png (``--image-size`` bytes of payload, smaller: the codec is slow)
+the table gives the payload MiB/s generated and, beside it, the codec's own speed encoding the same pixels in
+memory (no file I/O, no other work): generation / codec says how close generation comes to the codec's bound.
 
 Every timed run starts right after the previous run's files (as large) were deleted, so both write into page-cache
 memory just freed. This matters on a VM: writes go to the guest's page cache and, through fsync, to the host; and
@@ -198,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
     pooled = [w for f in formats if f in PLAIN for w in fio[f]] or [w for f in formats for w in fio[f]]
     ref = statistics.median(pooled)
-    print(f"\nfio sequential write: median {ref:.1f} MiB/s over its {len(pooled)} runs of --size (min {min(pooled):.1f}, "
-          f"max {max(pooled):.1f}); ratio = generation / this median")
+    print(f"\nfio sequential write: median {ref:.1f} MiB/s over its {len(pooled)} runs of --size "
+          f"(min {min(pooled):.1f}, max {max(pooled):.1f}); ratio = generation / this median")
     print(f"{'format':>8} {'on disk':>10} {'gen MiB/s':>10} {'(min-max)':>15} {'fio beside':>10} {'ratio':>6}")
     ratios = {}
     for f in formats:
