@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -77,9 +78,15 @@ def point(data: Path, fmt: str, total: int, sample_size: int, files: int, ppn: i
 from experiments.dataset import DatasetPlan  # noqa: E402
 
 
-def generate(spec: Any, run_dir: Path) -> tuple[float, int, int, int]:
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process, its threads and its waited-for children (MPI steps)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def generate(spec: Any, run_dir: Path) -> tuple[float, int, int, int, float]:
     """Generate ``spec``'s dataset from scratch through the product's path; returns (wall seconds, bytes on disk,
-    payload bytes, generation ranks)."""
+    payload bytes, generation ranks, CPU seconds)."""
     from experiments.dataset import ensure_dataset
     from experiments.launch import generation_runner
     from lustre.layout import Layout
@@ -88,18 +95,19 @@ def generate(spec: Any, run_dir: Path) -> tuple[float, int, int, int]:
     shutil.rmtree(plan.directory, ignore_errors=True)
     run_dir.mkdir(parents=True, exist_ok=True)
     os.sync()
-    t = time.perf_counter()
-    info = ensure_dataset(plan, Layout(spec.stripe_count, spec.stripe_size), generation_runner(spec, run_dir),
-                          spec.ranks)
-    seconds = time.perf_counter() - t
+    run = generation_runner(spec, run_dir)
+    t, cpu = time.perf_counter(), cpu_seconds()
+    info = ensure_dataset(plan, Layout(spec.stripe_count, spec.stripe_size), run, spec.ranks)
+    seconds, cpu = time.perf_counter() - t, cpu_seconds() - cpu
     if not info.generated:
         raise SystemExit(f"{plan.directory}: the dataset was reused, not generated")
     m = info.manifest
-    return seconds, int(m["disk_bytes"]), int(m["payload_bytes"]), int(m["generation_ranks"])
+    return seconds, int(m["disk_bytes"]), int(m["payload_bytes"]), int(m["generation_ranks"]), cpu
 
 
-def run_fio(directory: Path, nbytes: int, bs: int, jobs: int) -> float:
-    """fio's sequential write bandwidth (MiB/s) of ``nbytes`` (split over ``jobs`` files) into ``directory``."""
+def run_fio(directory: Path, nbytes: int, bs: int, jobs: int) -> tuple[float, float]:
+    """fio's sequential write bandwidth (MiB/s) of ``nbytes`` (split over ``jobs`` files) into ``directory``, and
+    its CPU seconds (fio's usr + sys share of its jobs' runtime)."""
     directory.mkdir(parents=True, exist_ok=True)
     per_job = -(-nbytes // jobs // bs) * bs
     os.sync()
@@ -113,10 +121,11 @@ def run_fio(directory: Path, nbytes: int, bs: int, jobs: int) -> float:
             p.unlink()
     if out.returncode != 0:
         raise SystemExit(f"fio failed: {out.stderr.strip() or out.stdout.strip()}")
-    write = json.loads(out.stdout)["jobs"][0]["write"]
+    job = json.loads(out.stdout)["jobs"][0]
+    write = job["write"]
     if write["io_bytes"] != per_job * jobs:
         raise SystemExit(f"fio wrote {write['io_bytes']} bytes, asked {per_job * jobs}")
-    return write["bw_bytes"] / MIB
+    return write["bw_bytes"] / MIB, (job["usr_cpu"] + job["sys_cpu"]) / 100 * job["job_runtime"] / 1000
 
 
 def codec_rate(fmt_name: str, spec: Any) -> float:
@@ -172,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     data = data.resolve()
     gen: dict[str, list[float]] = {f: [] for f in formats}
     fio: dict[str, list[float]] = {f: [] for f in formats}
+    gen_cpu: dict[str, list[float]] = {f: [] for f in formats}  # CPU seconds per GiB written
+    fio_cpu: list[float] = []
     disk: dict[str, int] = {}
     ranks: dict[str, int] = {}
     specs = {f: point(data, f, image_size if f in IMAGES else size, sample, args.files, args.ppn) for f in formats}
@@ -185,12 +196,16 @@ def main(argv: list[str] | None = None) -> int:
             run_fio(data / "fio", size, bs, args.fio_jobs)
             for f in sorted(formats, key=lambda f: f in IMAGES):
                 time.sleep(args.settle)
-                s, nbytes, payload, ranks[f] = generate(specs[f], data / "runs" / f)
+                s, nbytes, payload, ranks[f], cpu = generate(specs[f], data / "runs" / f)
+                gen_cpu[f].append(cpu / (nbytes / 2**30))
                 disk[f] = nbytes
                 gen[f].append((payload if f in IMAGES else nbytes) / s / MIB)
                 shutil.rmtree(DatasetPlan.from_point(specs[f]).directory)
                 time.sleep(args.settle)
-                fio[f].append(run_fio(data / "fio", nbytes, bs, args.fio_jobs))
+                bw, cpu = run_fio(data / "fio", nbytes, bs, args.fio_jobs)
+                fio[f].append(bw)
+                if f in PLAIN:
+                    fio_cpu.append(cpu / (nbytes / 2**30))
                 print(f"round {rnd + 1} {f:>8}: generation {gen[f][-1]:8.1f} MiB/s ({format_size(nbytes)} in "
                       f"{s:.2f} s, {ranks[f]} rank(s))   fio {fio[f][-1]:8.1f} MiB/s", flush=True)
         codec = {f: codec_rate(f, specs[f]) for f in formats if f in IMAGES}
@@ -201,12 +216,15 @@ def main(argv: list[str] | None = None) -> int:
     ref = statistics.median(pooled)
     print(f"\nfio sequential write: median {ref:.1f} MiB/s over its {len(pooled)} runs of --size "
           f"(min {min(pooled):.1f}, max {max(pooled):.1f}); ratio = generation / this median")
-    print(f"{'format':>8} {'on disk':>10} {'gen MiB/s':>10} {'(min-max)':>15} {'fio beside':>10} {'ratio':>6}")
+    if fio_cpu:
+        print(f"fio's CPU: median {statistics.median(fio_cpu):.2f} s per GiB written")
+    print(f"{'format':>8} {'on disk':>10} {'gen MiB/s':>10} {'(min-max)':>15} {'CPU s/GiB':>9} {'fio beside':>10} "
+          f"{'ratio':>6}")
     ratios = {}
     for f in formats:
         g, w = statistics.median(gen[f]), statistics.median(fio[f])
-        spread = f"({min(gen[f]):.0f}-{max(gen[f]):.0f})"
-        line = f"{f:>8} {format_size(disk[f]):>10} {g:10.1f} {spread:>15} {w:10.1f}"
+        spread, cpu = f"({min(gen[f]):.0f}-{max(gen[f]):.0f})", statistics.median(gen_cpu[f])
+        line = f"{f:>8} {format_size(disk[f]):>10} {g:10.1f} {spread:>15} {cpu:9.2f} {w:10.1f}"
         if f in IMAGES:
             c = codec[f]
             print(f"{line}   payload MiB/s; the codec alone encodes {c:.1f} MiB/s of the same pixels: "
