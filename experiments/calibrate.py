@@ -1,0 +1,209 @@
+"""Calibrate ``workload.compute_time`` from the user's own model: the time of its training step on a batch that is
+already in memory, repeated, so the emulated compute per batch is the model's, not a guess.
+
+    python -m experiments.calibrate --model bench/fidelity/models.py:deepgalaxy_cnn --batch 8 --shape 512,512,3
+
+``--model`` names a function as ``path/to/file.py:function`` or ``package.module:function``. The function takes
+the sample shape (a tuple; a function without parameters is called without it) and returns a compiled Keras model
+(``model.compile(optimizer=..., loss=...)``) whose input is one batch of samples of that shape, in the model's
+input dtype (uint8 samples are drawn as random bytes, float ones in [0, 1)), and whose labels are integer classes
+(one output per class) or one number per sample. The step is ``model.train_on_batch(x, y)``: forward, loss,
+gradients and the optimizer's update, on the same in-memory batch every time, after ``--warmup`` untimed steps
+(the first one builds the train function). It prints the median and standard deviation of the step time (seconds)
+and the ``sweep.py`` overrides that use them; ``--json`` prints one JSON object instead.
+
+The step is measured alone, on every core the process may use: in a real job the input pipeline's threads take
+CPU from it (see the README's Fidelity section). Bad input (a missing file, a bad ``module:function``, a bad shape)
+is one message and exit 2. TensorFlow is imported only once the arguments are valid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from experiments.errors import ConfigError
+
+INSTALL_HINT = "calibration needs TensorFlow: pip install -e '.[tf]' (or pip install tensorflow-cpu)"
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``"512,512,3"`` -> ``(512, 512, 3)``; every dimension a positive integer."""
+    parts = [p.strip() for p in text.replace("x", ",").split(",") if p.strip()]
+    try:
+        dims = tuple(int(p) for p in parts)
+    except ValueError:
+        dims = ()
+    if not dims or any(d < 1 for d in dims):
+        raise ConfigError(f"--shape {text!r} must be positive integers separated by commas, e.g. 512,512,3")
+    return dims
+
+
+def load_function(spec: str) -> Any:
+    """The function named by ``path/file.py:function`` or ``package.module:function``."""
+    where, sep, name = spec.rpartition(":")
+    if not sep or not where or not name.isidentifier():
+        raise ConfigError(f"--model {spec!r} must be FILE.py:function or package.module:function "
+                          "(e.g. bench/fidelity/models.py:deepgalaxy_cnn)")
+    try:
+        if where.endswith(".py") or os.sep in where:
+            path = Path(where)
+            if not path.is_file():
+                raise ConfigError(f"--model {spec!r}: no such file: {where}")
+            mod_spec = importlib.util.spec_from_file_location(f"ddlio_calibrate_{path.stem}", path)
+            if mod_spec is None or mod_spec.loader is None:
+                raise ConfigError(f"--model {spec!r}: {where} is not a Python module")
+            module = importlib.util.module_from_spec(mod_spec)
+            mod_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(where)
+    except ConfigError:
+        raise
+    except ModuleNotFoundError as e:
+        raise ConfigError(f"--model {spec!r}: cannot import {where}: {e}") from e
+    except Exception as e:  # the user's module failed while importing: say where, without a traceback
+        raise ConfigError(f"--model {spec!r}: importing {where} failed: {type(e).__name__}: {e}") from e
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        found = sorted(n for n, v in vars(module).items() if inspect.isfunction(v) and not n.startswith("_")
+                       and getattr(v, "__module__", None) == module.__name__)
+        raise ConfigError(f"--model {spec!r}: {where} has no function {name!r}"
+                          + (f" (its functions: {', '.join(found)})" if found else ""))
+    return fn
+
+
+def build(fn: Any, shape: tuple[int, ...], spec: str) -> Any:
+    """Call the model function (with the shape if it takes a parameter) and check it returned a compiled model."""
+    try:
+        takes = any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+                    for p in inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        takes = True
+    try:
+        model = fn(shape) if takes else fn()
+    except Exception as e:
+        raise ConfigError(f"--model {spec!r}: building the model for shape {shape} failed: "
+                          f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
+    if not hasattr(model, "train_on_batch"):
+        raise ConfigError(f"--model {spec!r} returned {type(model).__name__}, not a Keras model")
+    if getattr(model, "optimizer", None) is None:
+        raise ConfigError(f"--model {spec!r}: the model is not compiled; call model.compile(optimizer=..., loss=...) "
+                          "in the function")
+    return model
+
+
+def batch_of(model: Any, batch: int, shape: tuple[int, ...], seed: int = 0) -> tuple[Any, Any]:
+    """One in-memory batch (x, y) the model trains on: x of the model's input dtype, y integer classes (or one
+    number per sample for a single output)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype(str(getattr(model.inputs[0], "dtype", "float32")).replace("tf.", ""))
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        x = rng.integers(max(info.min, 0), min(info.max, 255), (batch, *shape), dtype=dtype, endpoint=True)
+    else:
+        x = rng.random((batch, *shape), dtype=np.float32).astype(dtype)
+    out = model.output_shape
+    classes = int(out[-1]) if isinstance(out, tuple) and len(out) >= 2 and out[-1] else 1
+    y = rng.integers(0, classes, batch) if classes > 1 else rng.random(batch, dtype=np.float32)
+    return x, y
+
+
+def measure(model: Any, x: Any, y: Any, steps: int, warmup: int) -> list[float]:
+    """Seconds of each of ``steps`` training steps on (x, y), after ``warmup`` untimed ones."""
+    for _ in range(warmup):
+        model.train_on_batch(x, y)
+    times = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        model.train_on_batch(x, y)
+        times.append(time.perf_counter() - t)
+    return times
+
+
+def calibrate(spec: str, batch: int, shape: tuple[int, ...], steps: int = 30, warmup: int = 3) -> dict[str, Any]:
+    """Build the model named by ``spec`` and measure its step: median, stdev, mean, min, max (seconds)."""
+    fn = load_function(spec)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        import keras  # noqa: F401  (through TensorFlow)
+    except ImportError as e:
+        raise ConfigError(INSTALL_HINT) from e
+    model = build(fn, shape, spec)
+    x, y = batch_of(model, batch, shape)
+    try:
+        times = measure(model, x, y, steps, warmup)
+    except Exception as e:
+        raise ConfigError(f"--model {spec!r}: a training step on a batch of {batch} x {shape} failed: "
+                          f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
+    return {"model": spec, "batch": batch, "shape": list(shape), "steps": steps, "warmup": warmup,
+            "median_s": statistics.median(times), "stdev_s": statistics.stdev(times) if len(times) > 1 else 0.0,
+            "mean_s": statistics.fmean(times), "min_s": min(times), "max_s": max(times), "cpus": os.cpu_count()}
+
+
+def overrides(result: dict[str, Any]) -> str:
+    """The ``sweep.py`` overrides that emulate the measured compute (and its batch and sample shape)."""
+    return (f"workload.batch_size={result['batch']} workload.compute_time={result['median_s']:.4g} "
+            f"workload.compute_time_stdev={result['stdev_s']:.3g}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m experiments.calibrate``; exit 0, 2 on bad input."""
+    ap = argparse.ArgumentParser(prog="python -m experiments.calibrate",
+                                 description="Measure a Keras model's compute time per batch on in-memory batches, "
+                                 "for workload.compute_time.")
+    ap.add_argument("--model", required=True, help="FILE.py:function or package.module:function returning a "
+                    "compiled Keras model for a sample shape")
+    ap.add_argument("--batch", type=int, required=True, help="samples per batch (workload.batch_size)")
+    ap.add_argument("--shape", required=True, help="shape of one sample, e.g. 512,512,3")
+    ap.add_argument("--steps", type=int, default=30, help="timed steps (default 30)")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    try:
+        a = ap.parse_args(argv)
+    except SystemExit as e:
+        return 2 if e.code else 0
+    try:
+        problems = []
+        if a.batch < 1:
+            problems.append(f"--batch {a.batch} must be at least 1")
+        if a.steps < 2:
+            problems.append(f"--steps {a.steps} must be at least 2 (a standard deviation needs two)")
+        if a.warmup < 0:
+            problems.append(f"--warmup {a.warmup} must be at least 0")
+        try:
+            shape = parse_shape(a.shape)
+        except ConfigError as e:
+            problems.append(str(e))
+        if problems:
+            raise ConfigError(problems)
+        result = calibrate(a.model, a.batch, shape, a.steps, a.warmup)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    if a.json:
+        print(json.dumps(result))
+        return 0
+    print(f"{result['model']}: training step on an in-memory batch of {result['batch']} x {tuple(result['shape'])}, "
+          f"{result['steps']} steps after {result['warmup']} untimed, {result['cpus']} CPUs")
+    print(f"compute per batch: median {result['median_s']:.4f} s, stdev {result['stdev_s']:.4f} s "
+          f"(mean {result['mean_s']:.4f}, min {result['min_s']:.4f}, max {result['max_s']:.4f})")
+    print(f"use: python sweep.py {overrides(result)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
