@@ -21,10 +21,7 @@ import train
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("file")
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--prefetch", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=0)
+    train.add_arguments(ap)
     ap.add_argument("--model", default="deepgalaxy_cnn")
     ap.add_argument("--images", default="images")
     ap.add_argument("--labels", default="labels")
@@ -46,9 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 
     spec = (tf.TensorSpec(shape, tf.uint8), tf.TensorSpec((), tf.int64))
     ds = tf.data.Dataset.from_generator(samples, output_signature=spec).batch(a.batch).prefetch(a.prefetch)
-    model = train.build_model(a.model, shape)
-    train.warm_up(model, shape, a.batch)
-    train.train("hdf5", model, ds, [a.file], n, a.batch, a.epochs)
+    train.run("hdf5", a, a.model, ds, [a.file], n, shape)
     f.close()
     return 0
 

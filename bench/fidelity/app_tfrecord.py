@@ -1,7 +1,8 @@
 """A TFRecord training program: files of ``tf.train.Example`` records (``image``: the raw uint8 bytes of one
 H x W x C image, ``label``: int64), read by ``tf.data.TFRecordDataset`` with ``num_parallel_reads`` over the files
-in a new order every epoch, batched, parsed with ``tf.io.parse_example`` and ``tf.io.decode_raw``, prefetched, and
-fed to a small Keras CNN trained with ``model.fit``; a cold page cache each epoch.
+in a new order every epoch, batched, parsed with ``tf.io.parse_example`` and ``tf.io.decode_raw`` (a ``map`` with
+``num_parallel_calls=AUTOTUNE``), prefetched, and fed to a small Keras CNN trained with ``model.fit``; a cold page
+cache each epoch.
 
     python bench/fidelity/app_tfrecord.py FILE.tfrecord... --shape 512,512,3 --threads 2 --epochs 3 --batch 8
 
@@ -25,10 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shape", required=True, help="H,W,C of an image")
     ap.add_argument("--samples", type=int, required=True, help="records in all the files")
     ap.add_argument("--threads", type=int, default=2, help="num_parallel_reads")
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--prefetch", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=0)
+    train.add_arguments(ap)
     ap.add_argument("--model", default="record_cnn")
     a = ap.parse_args(argv)
     shape = tuple(int(x) for x in a.shape.split(","))
@@ -44,10 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     files = tf.data.Dataset.from_tensor_slices(a.files).shuffle(len(a.files), seed=a.seed,
                                                                reshuffle_each_iteration=True)
     ds = (tf.data.TFRecordDataset(files, num_parallel_reads=a.threads or None)
-          .batch(a.batch).map(parse).prefetch(a.prefetch))
-    model = train.build_model(a.model, shape)
-    train.warm_up(model, shape, a.batch)
-    train.train("tfrecord", model, ds, list(a.files), a.samples, a.batch, a.epochs)
+          .batch(a.batch).map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(a.prefetch))
+    train.run("tfrecord", a, a.model, ds, list(a.files), a.samples, shape)
     return 0
 
 

@@ -33,12 +33,38 @@ def warm_up(model: Any, shape: tuple[int, ...], batch: int) -> None:
     model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(batch), epochs=1, verbose=0)
 
 
+def add_arguments(ap: Any) -> None:
+    """The options both applications take."""
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--prefetch", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sleep", type=float, default=None, metavar="SECONDS",
+                    help="no model: iterate the pipeline and sleep SECONDS per batch instead of training (to "
+                    "separate the input pipeline from the contention of real compute)")
+
+
+def run(app: str, a: Any, model_name: str, dataset: Any, files: list[str], samples: int,
+        shape: tuple[int, ...]) -> list[dict[str, Any]]:
+    """Build and warm the model (unless ``--sleep``), then train the epochs."""
+    model = None
+    if a.sleep is None:
+        model = build_model(model_name, shape)
+        warm_up(model, shape, a.batch)
+    return train(app, model, dataset, files, samples, a.batch, a.epochs, a.sleep or 0.0)
+
+
 def train(app: str, model: Any, dataset: Any, files: list[str], samples: int, batch: int,
-          epochs: int) -> list[dict[str, Any]]:
+          epochs: int, sleep: float = 0.0) -> list[dict[str, Any]]:
     """Train ``epochs`` epochs of ``samples`` samples, each from a cold page cache; print and return one record
-    per epoch (samples, seconds, samples/s, the fraction of the files still cached after eviction). The steps
-    fit ran are counted and must be ceil(samples / batch): the pipeline delivered the whole epoch."""
+    per epoch (samples, seconds, samples/s, the process's CPU seconds (user + system), the fraction of the files
+    still cached after eviction). The steps are counted and must be ceil(samples / batch): the pipeline
+    delivered the whole epoch. Without a model, iterate the dataset and sleep ``sleep`` seconds per batch."""
+    import warnings
+
     import keras
+
+    warnings.filterwarnings("ignore", message="Your input ran out of data")  # fit on a dataset of unknown length
 
     class Steps(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
@@ -51,13 +77,22 @@ def train(app: str, model: Any, dataset: Any, files: list[str], samples: int, ba
     rows = []
     for epoch in range(epochs):
         left = pagecache.evict(files)
-        t0 = time.perf_counter()
-        model.fit(dataset, epochs=1, verbose=0, callbacks=[steps])
-        seconds = time.perf_counter() - t0
+        t0, cpu0 = time.perf_counter(), os.times()
+        if model is not None:
+            model.fit(dataset, epochs=1, verbose=0, callbacks=[steps])
+        else:
+            steps.n = 0
+            for _ in dataset:
+                steps.n += 1
+                if sleep > 0:
+                    time.sleep(sleep)
+        seconds, cpu1 = time.perf_counter() - t0, os.times()
         if steps.n != -(-samples // batch):
             raise SystemExit(f"{app}: epoch {epoch} ran {steps.n} steps, expected {-(-samples // batch)}")
-        row = {"app": app, "epoch": epoch, "samples": samples, "seconds": round(seconds, 4),
-               "samples_per_s": round(samples / seconds, 2), "resident_after_evict": round(left, 4)}
+        row = {"app": app, "mode": "train" if model is not None else f"sleep {sleep:g}", "epoch": epoch,
+               "samples": samples, "seconds": round(seconds, 4), "samples_per_s": round(samples / seconds, 2),
+               "cpu_s": round(cpu1.user + cpu1.system - cpu0.user - cpu0.system, 3),
+               "resident_after_evict": round(left, 4)}
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows
