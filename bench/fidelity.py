@@ -8,7 +8,8 @@ generator over h5py ``images[i]``; ``app_tfrecord.py``: ``TFRecordDataset(num_pa
 feeding a Keras CNN):
 
 1. calibrate its model's compute per batch on in-memory batches (``python -m experiments.calibrate``, median and
-   stdev), which becomes ``workload.compute_time`` / ``compute_time_stdev``;
+   stdev), which becomes ``workload.compute_time`` / ``compute_time_stdev`` -- again at the start of every round,
+   because other work on a shared machine changes what a step costs;
 2. measure ddlio's emulation (``python sweep.py ...``, one point per reader and round, samples/s read back from
    the store) and the application on the same N, batch, epochs, prefetch, threads and cold page cache each epoch;
    the application reads the files ddlio generated where ddlio writes them in the application's layout, else
@@ -62,9 +63,9 @@ def sh(cmd: list[str], timeout: float = 900) -> str:
     return p.stdout
 
 
-def calibrate(model: str, batch: int, shape: tuple[int, ...]) -> dict[str, Any]:
+def calibrate(model: str, batch: int, shape: tuple[int, ...], threads: int) -> dict[str, Any]:
     out = sh([PY, "-m", "experiments.calibrate", "--model", f"{HERE / 'models.py'}:{model}", "--batch",
-              str(batch), "--shape", ",".join(map(str, shape)), "--json"])
+              str(batch), "--shape", ",".join(map(str, shape)), "--threads", str(threads), "--json"])
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -133,7 +134,7 @@ def write_own(app: dict[str, Any], a: Any, where: Path) -> list[Path]:
 
     where.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(7)
-    labels = rng.integers(0, 4, a.samples)
+    labels = rng.integers(0, 10, a.samples)
     if app["format"] == "hdf5":
         import h5py
 
@@ -181,7 +182,7 @@ def settle(paths: list[Path]) -> None:
 
 def run_app(app: dict[str, Any], a: Any, files: list[Path], sleep: float | None) -> list[dict[str, Any]]:
     cmd = [PY, str(HERE / app["script"]), *map(str, files), "--epochs", str(a.epochs), "--batch", str(a.batch),
-           "--prefetch", str(a.prefetch), "--model", app["model"]]
+           "--prefetch", str(a.prefetch), "--model", app["model"], "--compute-threads", str(a.compute_threads)]
     if app["format"] == "tfrecord":
         cmd += ["--shape", ",".join(map(str, a.shape)), "--samples", str(a.samples), "--threads", str(app["threads"])]
     if sleep is not None:
@@ -206,6 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--readers", default="tf,native")
     ap.add_argument("--wait", type=float, default=20.0,
                     help="seconds to wait after writing the datasets, before the first measurement (default 20)")
+    ap.add_argument("--compute-threads", type=int, default=1,
+                    help="TensorFlow threads of the model's step, in the application and its calibration alike "
+                    "(default 1: one core trains, the other feeds it, as a host CPU feeds an accelerator; 0: "
+                    "TensorFlow's default, every core, so that training and input pipeline contend)")
     ap.add_argument("--keep", type=Path, default=None, help="work in this directory and keep it")
     a = ap.parse_args(argv)
     a.shape = tuple(int(x) for x in a.shape.split(","))
@@ -219,17 +224,23 @@ def main(argv: list[str] | None = None) -> int:
     files: dict[str, list[Path]] = {}
     for name in names:  # calibrate, generate ddlio's dataset (one untimed point), the application's files
         app = APPS[name]
-        calib[name] = c = calibrate(app["model"], a.batch, a.shape)
-        print(f"[{name}] {app['model']}: compute per batch of {a.batch} (in memory, calibrated): median "
-              f"{c['median_s'] * 1e3:.1f} ms, stdev {c['stdev_s'] * 1e3:.1f} ms", flush=True)
-        run_ddlio(point_overrides(app, a, readers[0], 1000, c, root, layouts, epochs=1), root / "results.db")
+        no_compute = {"median_s": 0.0, "stdev_s": 0.0}
+        run_ddlio(point_overrides(app, a, readers[0], 1000, no_compute, root, layouts, epochs=1),
+                  root / "results.db")
         files[name] = _app_files(app, a, root, layouts)
     time.sleep(a.wait)  # the host keeps writing back for seconds after the guest's fsync (README: caches below)
     summary = []
+    cpu: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for name in names:
         app = APPS[name]
         rows: dict[str, list[list[dict[str, Any]]]] = {w: [] for w in ["app", "sleep", *readers]}
+        calibs = []
         for rnd in range(a.rounds):
+            # calibrated again every round: other work on the machine changes what a step costs within minutes
+            calib[name] = c = calibrate(app["model"], a.batch, a.shape, a.compute_threads)
+            calibs.append(c["median_s"])
+            print(f"[{name}] round {rnd} {app['model']}: compute per batch of {a.batch} (in memory, calibrated): "
+                  f"median {c['median_s'] * 1e3:.1f} ms, stdev {c['stdev_s'] * 1e3:.1f} ms", flush=True)
             order = [*readers, "sleep", "app"]
             if rnd % 2:
                 order.reverse()
@@ -247,18 +258,29 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[{name}] round {rnd} {what:>7}: {rate(got):7.1f} samples/s  (epochs: "
                       + ", ".join(f"{r['samples'] / r['seconds']:.0f}" for r in got) + ")", flush=True)
         flat = {w: [r for rr in v for r in rr] for w, v in rows.items()}
+        cpu[name] = {"sleep": flat["sleep"], "app": flat["app"]}
         for reader in readers:
             per_round = [rate(d) / rate(p) - 1 for d, p in zip(rows[reader], rows["app"], strict=True)]
-            summary.append((name, reader, rate(flat["app"]), rate(flat[reader]), rate(flat["sleep"]), per_round))
+            summary.append((name, reader, rate(flat["app"]), rate(flat[reader]), rate(flat["sleep"]), per_round,
+                            calibs))
     print(f"\nfidelity: {a.samples} samples of {a.shape} uint8, batch {a.batch}, {a.epochs} epochs x {a.rounds} "
-          f"rounds, cold each epoch; files {'generated by ddlio' if layouts else 'written by the bench'}; "
+          f"rounds, cold each epoch, compute threads {a.compute_threads or 'all'}; "
+          f"files {'generated by ddlio' if layouts else 'written by the bench'}; "
           f"{time.time() - t_start:.0f} s; load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     print(f"{'application':<12}{'reader':<8}{'app samples/s':>14}{'ddlio samples/s':>16}{'error':>8}"
           f"{'rounds':>18}{'app, sleep as compute':>23}{'error vs it':>12}")
-    for name, reader, app_rate, d, sleep_rate, per_round in summary:
+    for name, reader, app_rate, d, sleep_rate, per_round, _ in summary:
         span = f"{min(per_round):+.0%}..{max(per_round):+.0%}"
         print(f"{name:<12}{reader:<8}{app_rate:>14.1f}{d:>16.1f}{d / app_rate - 1:>+8.1%}{span:>18}"
               f"{sleep_rate:>23.1f}{d / sleep_rate - 1:>+12.1%}")
+    for name in names:
+        calibs = next(s[6] for s in summary if s[0] == name)
+        print(f"{name}: calibrated compute per batch by round (ms): " + ", ".join(f"{c * 1e3:.1f}" for c in calibs))
+        for mode, rs in (("sleep", cpu[name]["sleep"]), ("app", cpu[name]["app"])):
+            cpu_s, wall_s = sum(r["cpu_s"] for r in rs) / len(rs), sum(r["seconds"] for r in rs) / len(rs)
+            print(f"{name}: application{' with sleep' if mode == 'sleep' else ''}: {cpu_s:.2f} CPU-s in "
+                  f"{wall_s:.2f} s per epoch ("
+                  + ("the input pipeline alone)" if mode == "sleep" else "pipeline + training)"))
     if a.keep is None:
         import shutil
 

@@ -131,14 +131,20 @@ def measure(model: Any, x: Any, y: Any, steps: int, warmup: int) -> list[float]:
     return times
 
 
-def calibrate(spec: str, batch: int, shape: tuple[int, ...], steps: int = 30, warmup: int = 3) -> dict[str, Any]:
-    """Build the model named by ``spec`` and measure its step: median, stdev, mean, min, max (seconds)."""
+def calibrate(spec: str, batch: int, shape: tuple[int, ...], steps: int = 30, warmup: int = 3,
+              threads: int = 0) -> dict[str, Any]:
+    """Build the model named by ``spec`` and measure its step: median, stdev, mean, min, max (seconds). ``threads``
+    > 0 sets TensorFlow's intra- and inter-op threads (before the model is built)."""
     fn = load_function(spec)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         import keras  # noqa: F401  (through TensorFlow)
+        import tensorflow as tf
     except ImportError as e:
         raise ConfigError(INSTALL_HINT) from e
+    if threads:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
     model = build(fn, shape, spec)
     x, y = batch_of(model, batch, shape)
     try:
@@ -148,7 +154,8 @@ def calibrate(spec: str, batch: int, shape: tuple[int, ...], steps: int = 30, wa
                           f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
     return {"model": spec, "batch": batch, "shape": list(shape), "steps": steps, "warmup": warmup,
             "median_s": statistics.median(times), "stdev_s": statistics.stdev(times) if len(times) > 1 else 0.0,
-            "mean_s": statistics.fmean(times), "min_s": min(times), "max_s": max(times), "cpus": os.cpu_count()}
+            "mean_s": statistics.fmean(times), "min_s": min(times), "max_s": max(times), "cpus": os.cpu_count(),
+            "threads": threads}
 
 
 def overrides(result: dict[str, Any]) -> str:
@@ -168,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shape", required=True, help="shape of one sample, e.g. 512,512,3")
     ap.add_argument("--steps", type=int, default=30, help="timed steps (default 30)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
+    ap.add_argument("--threads", type=int, default=0, help="TensorFlow's intra- and inter-op threads for the step "
+                    "(0, the default: TensorFlow's own choice, every core); use what the training job's step uses")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     try:
         a = ap.parse_args(argv)
@@ -181,13 +190,15 @@ def main(argv: list[str] | None = None) -> int:
             problems.append(f"--steps {a.steps} must be at least 2 (a standard deviation needs two)")
         if a.warmup < 0:
             problems.append(f"--warmup {a.warmup} must be at least 0")
+        if a.threads < 0:
+            problems.append(f"--threads {a.threads} must be at least 0 (0: TensorFlow's default)")
         try:
             shape = parse_shape(a.shape)
         except ConfigError as e:
             problems.append(str(e))
         if problems:
             raise ConfigError(problems)
-        result = calibrate(a.model, a.batch, shape, a.steps, a.warmup)
+        result = calibrate(a.model, a.batch, shape, a.steps, a.warmup, a.threads)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -198,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
         return 0
     print(f"{result['model']}: training step on an in-memory batch of {result['batch']} x {tuple(result['shape'])}, "
-          f"{result['steps']} steps after {result['warmup']} untimed, {result['cpus']} CPUs")
+          f"{result['steps']} steps after {result['warmup']} untimed, {result['cpus']} CPUs, "
+          + (f"{result['threads']} TensorFlow threads" if result["threads"] else "TensorFlow's default threads"))
     print(f"compute per batch: median {result['median_s']:.4f} s, stdev {result['stdev_s']:.4f} s "
           f"(mean {result['mean_s']:.4f}, min {result['min_s']:.4f}, max {result['max_s']:.4f})")
     print(f"use: python sweep.py {overrides(result)}")

@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import h5py
     import numpy as np
-    import tensorflow as tf
+    tf = train.configure(a)
 
     f = h5py.File(a.file, "r")
     images = f[a.images]

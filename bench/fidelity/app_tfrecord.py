@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     shape = tuple(int(x) for x in a.shape.split(","))
 
-    import tensorflow as tf
+    tf = train.configure(a)
 
     features = {"image": tf.io.FixedLenFeature([], tf.string), "label": tf.io.FixedLenFeature([], tf.int64)}
 

@@ -39,9 +39,22 @@ def add_arguments(ap: Any) -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--prefetch", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--compute-threads", type=int, default=0, metavar="N",
+                    help="TensorFlow's intra- and inter-op threads for the model (0: TensorFlow's default, every "
+                    "core); tf.data's own threads are not limited by it")
     ap.add_argument("--sleep", type=float, default=None, metavar="SECONDS",
                     help="no model: iterate the pipeline and sleep SECONDS per batch instead of training (to "
                     "separate the input pipeline from the contention of real compute)")
+
+
+def configure(a: Any) -> Any:
+    """Import TensorFlow with the compute threads asked for (before anything initialises its runtime)."""
+    import tensorflow as tf
+
+    if a.compute_threads:
+        tf.config.threading.set_intra_op_parallelism_threads(a.compute_threads)
+        tf.config.threading.set_inter_op_parallelism_threads(a.compute_threads)
+    return tf
 
 
 def run(app: str, a: Any, model_name: str, dataset: Any, files: list[str], samples: int,
