@@ -143,8 +143,12 @@ def calibrate(spec: str, batch: int, shape: tuple[int, ...], steps: int = 30, wa
     except ImportError as e:
         raise ConfigError(INSTALL_HINT) from e
     if threads:
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(threads)
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(threads)
+        except RuntimeError as e:  # TensorFlow already running in this process (a caller's, not the command's)
+            if tf.config.threading.get_intra_op_parallelism_threads() != threads:
+                raise ConfigError(f"--threads {threads}: TensorFlow is already running in this process ({e})") from e
     model = build(fn, shape, spec)
     x, y = batch_of(model, batch, shape)
     try:

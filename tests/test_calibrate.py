@@ -74,6 +74,7 @@ def test_json_and_a_model_without_parameters(models, capsys):
     (["--model", "{m}:tiny", "--shape", "8,0,3"], "--shape '8,0,3' must be positive integers"),
     (["--model", "{m}:tiny", "--shape", "a,b"], "--shape 'a,b' must be positive integers"),
     (["--model", "{m}:tiny", "--batch", "0"], "--batch 0 must be at least 1"),
+    (["--model", "{m}:tiny", "--threads", "-1"], "--threads -1 must be at least 0"),
 ])
 def test_bad_input_is_one_message_and_exit_2(models, capsys, args, message):
     argv = {"--batch": "4", "--shape": "8,8,3"}
@@ -95,6 +96,17 @@ def test_bad_models_are_one_message(models, capsys, fn, message):
     assert calibrate.main(["--model", f"{models}:{fn}", "--batch", "4", "--shape", "8,8,3"]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+@needs_tf
+def test_threads_are_the_steps(models, tmp_path):
+    """--threads sets TensorFlow's threads for the step (a fresh process, as the command runs)."""
+    p = subprocess.run([sys.executable, "-m", "experiments.calibrate", "--model", f"{models}:tiny", "--batch", "2",
+                        "--shape", "4,4,1", "--steps", "3", "--threads", "1", "--json"], cwd=tmp_path,
+                       capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin",
+                                                            "TF_CPP_MIN_LOG_LEVEL": "3"}, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout.strip().splitlines()[-1])["threads"] == 1
 
 
 def test_bad_input_does_not_import_tensorflow(tmp_path):
