@@ -119,22 +119,26 @@ def batch_of(model: Any, batch: int, shape: tuple[int, ...], seed: int = 0) -> t
     return x, y
 
 
-def measure(model: Any, x: Any, y: Any, steps: int, warmup: int) -> list[float]:
-    """Seconds of each of ``steps`` training steps on (x, y), after ``warmup`` untimed ones."""
+def measure(model: Any, x: Any, y: Any, steps: int, warmup: int) -> tuple[list[float], float]:
+    """Seconds of each of ``steps`` training steps on (x, y), after ``warmup`` untimed ones; and the process's CPU
+    seconds (user + system) over the timed steps."""
     for _ in range(warmup):
         model.train_on_batch(x, y)
     times = []
+    c0 = os.times()
     for _ in range(steps):
         t = time.perf_counter()
         model.train_on_batch(x, y)
         times.append(time.perf_counter() - t)
-    return times
+    c1 = os.times()
+    return times, c1.user + c1.system - c0.user - c0.system
 
 
 def calibrate(spec: str, batch: int, shape: tuple[int, ...], steps: int = 30, warmup: int = 3,
               threads: int = 0) -> dict[str, Any]:
-    """Build the model named by ``spec`` and measure its step: median, stdev, mean, min, max (seconds). ``threads``
-    > 0 sets TensorFlow's intra- and inter-op threads (before the model is built)."""
+    """Build the model named by ``spec`` and measure its step: median, stdev, mean, min, max (seconds), the CPU
+    seconds per step and the cores it kept busy (CPU / wall). ``threads`` > 0 sets TensorFlow's intra- and
+    inter-op threads (before the model is built)."""
     fn = load_function(spec)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
@@ -152,20 +156,22 @@ def calibrate(spec: str, batch: int, shape: tuple[int, ...], steps: int = 30, wa
     model = build(fn, shape, spec)
     x, y = batch_of(model, batch, shape)
     try:
-        times = measure(model, x, y, steps, warmup)
+        times, cpu = measure(model, x, y, steps, warmup)
     except Exception as e:
         raise ConfigError(f"--model {spec!r}: a training step on a batch of {batch} x {shape} failed: "
                           f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
     return {"model": spec, "batch": batch, "shape": list(shape), "steps": steps, "warmup": warmup,
             "median_s": statistics.median(times), "stdev_s": statistics.stdev(times) if len(times) > 1 else 0.0,
             "mean_s": statistics.fmean(times), "min_s": min(times), "max_s": max(times), "cpus": os.cpu_count(),
-            "threads": threads}
+            "threads": threads, "cpu_per_step_s": cpu / steps, "cores_busy": cpu / sum(times)}
 
 
 def overrides(result: dict[str, Any]) -> str:
-    """The ``sweep.py`` overrides that emulate the measured compute (and its batch and sample shape)."""
+    """The ``sweep.py`` overrides that emulate the measured compute, with its batch and sample shape (quoted for
+    the shell: brackets are glob characters)."""
+    shape = ",".join(str(d) for d in result["shape"])
     return (f"workload.batch_size={result['batch']} workload.compute_time={result['median_s']:.4g} "
-            f"workload.compute_time_stdev={result['stdev_s']:.3g}")
+            f"workload.compute_time_stdev={result['stdev_s']:.3g} 'workload.sample_shape=[{shape}]'")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,7 +222,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{result['steps']} steps after {result['warmup']} untimed, {result['cpus']} CPUs, "
           + (f"{result['threads']} TensorFlow threads" if result["threads"] else "TensorFlow's default threads"))
     print(f"compute per batch: median {result['median_s']:.4f} s, stdev {result['stdev_s']:.4f} s "
-          f"(mean {result['mean_s']:.4f}, min {result['min_s']:.4f}, max {result['max_s']:.4f})")
+          f"(mean {result['mean_s']:.4f}, min {result['min_s']:.4f}, max {result['max_s']:.4f}); CPU "
+          f"{result['cpu_per_step_s']:.4f} s per step: {result['cores_busy']:.2f} cores busy, which a sleep leaves "
+          "to the input pipeline")
     print(f"use: python sweep.py {overrides(result)}")
     return 0
 

@@ -52,7 +52,7 @@ def test_measures_the_step_and_prints_overrides(models, capsys):
     assert "compute per batch: median" in out
     line = next(x for x in out.splitlines() if x.startswith("use: python sweep.py "))
     assert "workload.batch_size=4" in line and "workload.compute_time=" in line
-    assert "workload.compute_time_stdev=" in line
+    assert "workload.compute_time_stdev=" in line and "'workload.sample_shape=[8,8,3]'" in line
     value = float(line.split("workload.compute_time=")[1].split()[0])
     assert value > 0
 
@@ -64,6 +64,7 @@ def test_json_and_a_model_without_parameters(models, capsys):
     r = json.loads(capsys.readouterr().out)
     assert r["batch"] == 2 and r["shape"] == [4] and r["steps"] == 3
     assert 0 < r["min_s"] <= r["median_s"] <= r["max_s"] and r["stdev_s"] >= 0
+    assert r["cpu_per_step_s"] >= 0 and r["cores_busy"] >= 0
 
 
 @pytest.mark.parametrize("args, message", [
