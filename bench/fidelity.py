@@ -1,7 +1,7 @@
 """Emulation fidelity: real training programs side by side with ddlio's emulation of them, in one run.
 
-    python bench/fidelity.py [--samples 256] [--epochs 3] [--batch 8] [--rounds 2] [--apps hdf5,tfrecord]
-                             [--readers tf,native] [--keep DIR]
+    python bench/fidelity.py [--samples 256] [--epochs 2] [--batch 8] [--rounds 3] [--apps hdf5,tfrecord]
+                             [--readers tf,native] [--compute-threads 1] [--wait 20] [--keep DIR]
 
 For each application of ``bench/fidelity/`` (``app_hdf5.py``: a DeepGalaxy-like Keras CNN fed by tf.data from a
 generator over h5py ``images[i]``; ``app_tfrecord.py``: ``TFRecordDataset(num_parallel_reads)`` + ``parse_example``
