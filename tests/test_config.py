@@ -265,3 +265,50 @@ def test_deepgalaxy_preset_is_the_nd_layout(tmp_path):
     s = spec(tmp_path, "+experiment=deepgalaxy", "reader=native")
     assert s.sample_shape == (512, 512, 3) and s.sample_size == 786432
     assert s.format == "hdf5" and s.format_options["layout"] == "array" and s.format_options["chunk_samples"] == 1
+
+
+# ------------------------------------------------------------------------------------------ the stored form
+POINTS = ROOT / "tests" / "fixtures" / "points"
+#: the parts of a stored point that depend on the machine and directory it was composed in (pinned in the fixtures)
+_PINNED = ("data_root", "db", "fs_type", "striping_applicable")
+
+
+def _fixture(name: str) -> list[dict]:
+    import json
+
+    return [json.loads(line) for line in (POINTS / name).read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("case", _fixture("stored-ef5ca75.jsonl"), ids=lambda c: " ".join(c["overrides"]) or "defaults")
+def test_a_point_is_stored_as_before(tmp_path, case):
+    """``to_dict`` (the ``points.config`` column, run folders, the kernel's spec) is byte for byte what ddlio stored
+    at ef5ca75 for the same composition, and gives the same label and keys (tests/fixtures/points/README.md)."""
+    import json
+
+    stored = json.loads(case["stored"])
+    d = validate(composed(tmp_path, "workload=tiny", *case["overrides"]), tmp_path,
+                 overrides=tuple(case["overrides"])).to_dict()
+    d.update({k: stored[k] for k in _PINNED})
+    for k in ("dataset_key", "point_key"):
+        d.pop(k), stored.pop(k)
+    assert json.dumps(d) == json.dumps(stored)
+    p = PointSpec.from_dict(json.loads(case["stored"]))
+    assert (p.label, p.dataset_key, p.point_key) == (case["label"], case["dataset_key"], case["point_key"])
+    assert json.dumps(p.to_dict()) == case["stored"]
+
+
+@pytest.mark.parametrize("name", ["stored-e960f8f.jsonl", "stored-627fa5f.jsonl", "stored-ef5ca75.jsonl"])
+def test_points_stored_by_earlier_versions_keep_their_keys(name):
+    """A point as an earlier ddlio stored it (in the store's ``config`` column or a run folder's record), read back:
+    the same label and keys, so the store still recognises what it measured. e960f8f stored neither ``settle`` nor
+    ``flush_size`` and no ``vanish_after_s``/``cancel_unrunnable`` in the cluster; 627fa5f no ``sample_shape`` and
+    no format ``layout``."""
+    import json
+
+    for case in _fixture(name):
+        stored = json.loads(case["stored"])
+        p = PointSpec.from_dict(stored)
+        assert (p.label, p.dataset_key, p.point_key) == (case["label"], case["dataset_key"], case["point_key"])
+        assert (p.dataset_key, p.point_key) == (stored["dataset_key"], stored["point_key"])
+        again = PointSpec.from_dict(p.to_dict())
+        assert (again.dataset_key, again.point_key) == (p.dataset_key, p.point_key)
