@@ -93,11 +93,11 @@ def check_free_space(specs: Sequence[PointSpec]) -> None:
 
 def warn_striping(specs: Sequence[PointSpec]) -> None:
     """Say once that striping is recorded but not applied when data_root is not on Lustre."""
-    off = [s for s in specs if not s.striping_applicable]
-    if off and len({(s.stripe_count, s.stripe_size) for s in off}) > 1:
+    off = [s for s in specs if not s.layout.striping_applicable]
+    if off and len({(s.layout.stripe_count, s.layout.stripe_size) for s in off}) > 1:
         print(
-            f"warning: data_root is on {off[0].fs_type}, not Lustre: stripe/stripe_size are recorded but not applied, "
-            "and points that differ only in striping share one dataset",
+            f"warning: data_root is on {off[0].layout.fs_type}, not Lustre: stripe/stripe_size are recorded but not "
+            "applied, and points that differ only in striping share one dataset",
             file=sys.stderr,
         )
 
@@ -142,7 +142,7 @@ def run_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], cwd: s
         random.Random(int(driver.get("seed", 0))).shuffle(specs)
     dry = bool(driver.get("dry_run"))
     unrunnable = ""
-    if any(s.cluster["executor"] == "slurm" for s in specs):
+    if any(s.cluster.executor == "slurm" for s in specs):
         from experiments.slurm import check_available, check_runnable
 
         if not dry:
@@ -221,7 +221,7 @@ def repetitions(store: Any, spec: PointSpec, objective: str) -> dict[int, float]
             continue
         try:
             p = PointSpec.from_dict(config)
-        except TypeError:  # a row written by an older ddlio with fields this one lacks
+        except (TypeError, ValueError):  # a row written by an older ddlio with fields this one lacks
             continue
         if same(p) == want:
             out[p.repeat] = float(value)

@@ -8,6 +8,8 @@ problem of a point at once, naming the valid choices.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import hashlib
 import json
 import math
@@ -15,9 +17,9 @@ import os
 import shlex
 import shutil
 import sys
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
@@ -273,45 +275,207 @@ FORMAT_SCHEMAS: dict[str, type[FormatConf]] = {
 
 # ------------------------------------------------------------------------------------------------- the point
 @dataclass(frozen=True)
-class PointSpec:
-    """One validated, normalised experiment point: sizes in bytes, times in seconds, paths absolute."""
+class FormatSpec:
+    """The file format and its options (the format's config group minus ``name``; see experiments/formats)."""
 
-    format: str
-    format_options: dict[str, Any]
+    # one of experiments.formats.FORMATS
+    name: str
+    # the format's options as composed, in the schema's order (FORMAT_SCHEMAS[name])
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def bytes_options(self) -> dict[str, Any]:
+        """The options that change the bytes written (read-only options such as decode are left out)."""
+        from experiments.formats import FORMATS
+
+        fmt = FORMATS[self.name]
+        return {k: v for k, v in sorted(self.options.items())
+                if k not in fmt.read_options and not fmt.at_default(k, v)}
+
+    def read_options(self) -> dict[str, Any]:
+        """The options that change only how files are read (options at a keyless default left out, so that adding
+        a knob leaves the keys of existing points unchanged)."""
+        from experiments.formats import FORMATS
+
+        fmt = FORMATS[self.name]
+        return {k: v for k, v in sorted(self.options.items())
+                if k in fmt.read_options and not fmt.at_default(k, v)}
+
+
+@dataclass(frozen=True)
+class LayoutSpec:
+    """How the dataset lies on the file system and how the ranks share it."""
+
+    # shared | fpp (ACCESS_MODES)
     access: str
+    # Lustre stripe count as `lfs setstripe -c` takes it (-1 all OSTs, 0 the default, N >= 1)
     stripe_count: int
+    # Lustre stripe size, bytes (0: the file system's default)
     stripe_size: int
-    nodes: int
-    ppn: int
-    repeat: int
-    seed: int
+    # the file system at data_root when the point was validated (lustre.fs.fs_info(...).type)
+    fs_type: str = "unknown"
+    # whether striping is applied there: the file system is Lustre (lustre.fs.FsInfo.is_lustre)
+    striping_applicable: bool = False
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """The dataset and the training loop that reads it: sizes in bytes, times in seconds."""
+
+    # samples in the dataset
     samples: int
+    # mean sample size and its standard deviation, bytes
     sample_size: int
     sample_size_stdev: int
+    # samples per file (fpp: at most this many)
     samples_per_file: int
+    # samples per rank per training step, and passes over the dataset
     batch_size: int
     epochs: int
+    # emulated compute per batch, seconds
     compute_time: float
+    # cold | warm | storage_cold (CACHE_POLICIES)
     cache: str
-    workload_name: str
-    data_root: str
-    db: str
-    cluster: dict[str, Any]
-    fs_type: str
-    striping_applicable: bool
-    force: bool = False
-    overrides: tuple[str, ...] = ()
+    # the preset's name (informational)
+    name: str = "custom"
+    # random | zeros | a compressibility ratio as a float string (experiments.formats.base.parse_payload)
     payload: str = "random"
+    # standard deviation of the compute time per batch, seconds
     compute_time_stdev: float = 0.0
+    # none | file | sample (SHUFFLES)
     shuffle: str = "none"
     drop_last: bool = False
+    # reader threads per rank (0: read in the training loop) and batches read ahead
     read_threads: int = 0
     prefetch: int = 2
+    # write every rank's operations to trace files in the run folder
     trace: bool = False
-    reader: str = "native"
+    # cache=cold: one untimed read of a fresh dataset before its first measured epoch
     settle: bool = False
+    # cache=storage_cold: bytes of the flush file read before each epoch (0 otherwise)
     flush_size: int = 0
+    # every sample a uint8 array of this shape (() = samples of sample_size bytes)
     sample_shape: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Where and how a point's MPI steps run; :class:`LocalCluster` or :class:`SlurmCluster` by ``executor``."""
+
+    #: local | slurm (EXECUTORS): which class, not a field
+    executor: ClassVar[str]
+    # configuration name (informational; part of the point key)
+    name: str
+    # MPI launch line; {ranks}, {nodes} and {ppn} are filled in per point
+    launch: str
+    # wall-clock limit per point, minutes
+    timeout_min: float = 30.0
+    # extra environment variables for the MPI ranks
+    env: dict[str, str] = field(default_factory=dict)
+    # seconds a rank may wait at a barrier for the others before the kernel aborts the step
+    hang_timeout_s: float = 600.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored form: every key of :class:`ClusterConf` in its order, a local cluster's Slurm keys at their
+        defaults (as earlier ddlio stored them)."""
+        out = {}
+        for f in fields(ClusterConf):
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            out[f.name] = copy.deepcopy(getattr(self, f.name, default))
+        return out
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> LocalCluster | SlurmCluster:
+        """The cluster of a stored point (keys this version does not know, or a local cluster's Slurm keys, are
+        dropped; keys an older version did not store take their defaults)."""
+        executor = d.get("executor", "local")
+        if executor not in CLUSTERS:
+            raise ValueError(f"cluster.executor={executor!r} is unknown: choose one of {', '.join(CLUSTERS)}")
+        cls = CLUSTERS[executor]
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass(frozen=True)
+class LocalCluster(ClusterSpec):
+    """This host: submitit's local executor, one point at a time."""
+
+    executor: ClassVar[str] = "local"
+    name: str = "local"
+    launch: str = "mpiexec -n {ranks}"
+
+
+@dataclass(frozen=True)
+class SlurmCluster(ClusterSpec):
+    """A Slurm cluster: one job per point (equal resources share a job array)."""
+
+    executor: ClassVar[str] = "slurm"
+    # partition, account, qos and node constraint ("" = the site's default)
+    partition: str = ""
+    account: str = ""
+    qos: str = ""
+    constraint: str = ""
+    # extra sbatch options (option name -> value)
+    sbatch: dict[str, Any] = field(default_factory=dict)
+    # shell lines run in the job before the driver starts
+    setup: list[str] = field(default_factory=list)
+    # at most this many points of one job array at the same time
+    array_parallelism: int = 4
+    # seconds a job may be unknown to both squeue and sacct before it counts as gone
+    vanish_after_s: float = 120.0
+    # cancel a point pending for a reason only an administrator can clear
+    cancel_unrunnable: bool = True
+
+
+CLUSTERS: dict[str, type[LocalCluster] | type[SlurmCluster]] = {"local": LocalCluster, "slurm": SlurmCluster}
+#: the keys of ClusterConf that only a Slurm cluster has
+SLURM_ONLY = tuple(f.name for f in fields(SlurmCluster) if f.name not in {g.name for g in fields(LocalCluster)})
+
+#: The stored form of a point (:meth:`PointSpec.to_dict`: the store's ``points.config`` column, run folders' records,
+#: the kernel's spec) is flat, as ddlio stored it before the point was nested: (stored key, part, field) in the stored
+#: order; part "" is the point itself. A new field goes at the end (existing stored points keep their bytes).
+STORED_FORM: tuple[tuple[str, str, str], ...] = (
+    ("format", "format", "name"), ("format_options", "format", "options"),
+    ("access", "layout", "access"), ("stripe_count", "layout", "stripe_count"),
+    ("stripe_size", "layout", "stripe_size"),
+    ("nodes", "", "nodes"), ("ppn", "", "ppn"), ("repeat", "", "repeat"), ("seed", "", "seed"),
+    ("samples", "workload", "samples"), ("sample_size", "workload", "sample_size"),
+    ("sample_size_stdev", "workload", "sample_size_stdev"), ("samples_per_file", "workload", "samples_per_file"),
+    ("batch_size", "workload", "batch_size"), ("epochs", "workload", "epochs"),
+    ("compute_time", "workload", "compute_time"), ("cache", "workload", "cache"), ("workload_name", "workload", "name"),
+    ("data_root", "", "data_root"), ("db", "", "db"), ("cluster", "", "cluster"),
+    ("fs_type", "layout", "fs_type"), ("striping_applicable", "layout", "striping_applicable"),
+    ("force", "", "force"), ("overrides", "", "overrides"), ("payload", "workload", "payload"),
+    ("compute_time_stdev", "workload", "compute_time_stdev"), ("shuffle", "workload", "shuffle"),
+    ("drop_last", "workload", "drop_last"), ("read_threads", "workload", "read_threads"),
+    ("prefetch", "workload", "prefetch"), ("trace", "workload", "trace"), ("reader", "", "reader"),
+    ("settle", "workload", "settle"), ("flush_size", "workload", "flush_size"),
+    ("sample_shape", "workload", "sample_shape"),
+)
+
+
+@dataclass(frozen=True)
+class PointSpec:
+    """One validated, normalised experiment point, by concern: sizes in bytes, times in seconds, paths absolute."""
+
+    format: FormatSpec
+    layout: LayoutSpec
+    workload: WorkloadSpec
+    cluster: LocalCluster | SlurmCluster
+    # nodes per point and MPI ranks per node
+    nodes: int
+    ppn: int
+    # repetition index and the seed of everything random
+    repeat: int
+    seed: int
+    # where datasets/ and runs/ live (absolute), and the store (a path or a URL, password masked)
+    data_root: str
+    db: str
+    # re-measure even if stored
+    force: bool = False
+    # the Hydra overrides that made the point (passwords masked)
+    overrides: tuple[str, ...] = ()
+    # native | tf (READERS)
+    reader: str = "native"
 
     # ----------------------------------------------------------------------------------------- derived
     @property
@@ -322,76 +486,61 @@ class PointSpec:
     def num_files(self) -> int:
         """Files in the dataset: shared, ceil(samples / samples_per_file); fpp, at least one per rank and a
         multiple of the rank count, so every rank owns the same number of files."""
-        base = math.ceil(self.samples / self.samples_per_file)
-        if self.access == "fpp":
+        base = math.ceil(self.workload.samples / self.workload.samples_per_file)
+        if self.layout.access == "fpp":
             return math.ceil(max(base, self.ranks) / self.ranks) * self.ranks
         return base
 
-    def bytes_options(self) -> dict[str, Any]:
-        """The format options that change the bytes written (read-only options such as decode are left out)."""
-        from experiments.formats import FORMATS
-
-        fmt = FORMATS[self.format]
-        return {k: v for k, v in sorted(self.format_options.items())
-                if k not in fmt.read_options and not fmt.at_default(k, v)}
-
-    def read_options(self) -> dict[str, Any]:
-        """The format options that change only how files are read (options at a keyless default left out, so
-        that adding a knob leaves the keys of existing points unchanged)."""
-        from experiments.formats import FORMATS
-
-        fmt = FORMATS[self.format]
-        return {k: v for k, v in sorted(self.format_options.items())
-                if k in fmt.read_options and not fmt.at_default(k, v)}
-
     def dataset_params(self) -> dict[str, Any]:
         """Everything that changes the bytes on disk or their layout (hashed into :attr:`dataset_key`)."""
+        w, lay = self.workload, self.layout
         params: dict[str, Any] = {
-            "format": self.format,
-            "format_options": self.bytes_options(),
-            "samples": self.samples,
-            "sample_size": self.sample_size,
-            "sample_size_stdev": self.sample_size_stdev,
-            "payload": self.payload,
+            "format": self.format.name,
+            "format_options": self.format.bytes_options(),
+            "samples": w.samples,
+            "sample_size": w.sample_size,
+            "sample_size_stdev": w.sample_size_stdev,
+            "payload": w.payload,
             "num_files": self.num_files,
             "seed": self.seed,
             "data_root": self.data_root,
             # added later: present only when given, so datasets generated before keep their keys
-            **({"sample_shape": list(self.sample_shape)} if self.sample_shape else {}),
+            **({"sample_shape": list(w.sample_shape)} if w.sample_shape else {}),
         }
-        if self.striping_applicable:  # off Lustre, points that differ only in striping share one dataset
-            params["stripe_count"] = self.stripe_count
-            params["stripe_size"] = self.stripe_size
+        if lay.striping_applicable:  # off Lustre, points that differ only in striping share one dataset
+            params["stripe_count"] = lay.stripe_count
+            params["stripe_size"] = lay.stripe_size
         return params
 
     def measurement_params(self) -> dict[str, Any]:
         """What changes the measurement beyond the dataset (hashed with it into :attr:`point_key`)."""
+        w, lay = self.workload, self.layout
         return {
-            "access": self.access,
-            "read_options": self.read_options(),
-            "stripe_count": self.stripe_count,
-            "stripe_size": self.stripe_size,
+            "access": lay.access,
+            "read_options": self.format.read_options(),
+            "stripe_count": lay.stripe_count,
+            "stripe_size": lay.stripe_size,
             "nodes": self.nodes,
             "ppn": self.ppn,
-            "batch_size": self.batch_size,
-            "epochs": self.epochs,
-            "compute_time": self.compute_time,
-            "compute_time_stdev": self.compute_time_stdev,
-            "cache": self.cache,
+            "batch_size": w.batch_size,
+            "epochs": w.epochs,
+            "compute_time": w.compute_time,
+            "compute_time_stdev": w.compute_time_stdev,
+            "cache": w.cache,
             # added later: present only where they apply, so points measured before keep their keys
-            **({"settle": True} if self.cache == "cold" and self.settle else {}),
-            **({"flush_size": self.flush_size} if self.cache == "storage_cold" else {}),
-            "shuffle": self.shuffle,
-            "drop_last": self.drop_last,
-            "read_threads": self.read_threads,
-            "prefetch": self.prefetch,
+            **({"settle": True} if w.cache == "cold" and w.settle else {}),
+            **({"flush_size": w.flush_size} if w.cache == "storage_cold" else {}),
+            "shuffle": w.shuffle,
+            "drop_last": w.drop_last,
+            "read_threads": w.read_threads,
+            "prefetch": w.prefetch,
             "reader": self.reader,
-            "trace": self.trace,
+            "trace": w.trace,
             # the MPI launch line and the ranks' environment decide which MPI library and PMI run the kernel
-            "launch": self.cluster.get("launch"),
-            "env": dict(sorted((self.cluster.get("env") or {}).items())),
+            "launch": self.cluster.launch,
+            "env": dict(sorted(self.cluster.env.items())),
             "repeat": self.repeat,
-            "cluster": self.cluster.get("name", "local"),
+            "cluster": self.cluster.name,
         }
 
     @property
@@ -405,15 +554,22 @@ class PointSpec:
     @property
     def label(self) -> str:
         """The paper's configuration label, e.g. ``hdf5/shared 1N-4P-1OST``."""
-        return f"{self.format}/{self.access} {self.nodes}N-{self.ranks}P-{self.stripe_count}OST"
+        return f"{self.format.name}/{self.layout.access} {self.nodes}N-{self.ranks}P-{self.layout.stripe_count}OST"
 
     def planned_bytes(self) -> int:
         """Approximate dataset size on disk in bytes (payload only), for the free-space check."""
-        return self.samples * self.sample_size
+        return self.workload.samples * self.workload.sample_size
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["overrides"] = list(self.overrides)
+        """The stored form (:data:`STORED_FORM`), with the derived ranks, num_files and keys."""
+        d: dict[str, Any] = {}
+        for key, part, name in STORED_FORM:
+            value = getattr(getattr(self, part) if part else self, name)
+            if key == "cluster":
+                value = self.cluster.to_dict()
+            elif key == "overrides":
+                value = list(value)
+            d[key] = copy.deepcopy(value)
         d["ranks"] = self.ranks
         d["num_files"] = self.num_files
         d["dataset_key"] = self.dataset_key
@@ -422,11 +578,19 @@ class PointSpec:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PointSpec:
-        names = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in d.items() if k in names}
-        kw["overrides"] = tuple(kw.get("overrides", ()))
-        kw["sample_shape"] = tuple(kw.get("sample_shape", ()))
-        return cls(**kw)
+        """A point from its stored form, as this or any earlier ddlio stored it (keys a version did not store take
+        their defaults: the keys of points measured before stay what they were)."""
+        parts: dict[str, dict[str, Any]] = {"": {}, "format": {}, "layout": {}, "workload": {}}
+        for key, part, name in STORED_FORM:
+            if key in d:
+                parts[part][name] = d[key]
+        if "sample_shape" in parts["workload"]:
+            parts["workload"]["sample_shape"] = tuple(parts["workload"]["sample_shape"])  # a list, from JSON
+        top = parts[""]
+        top["cluster"] = ClusterSpec.from_dict(top.get("cluster") or {})
+        top["overrides"] = tuple(top.get("overrides", ()))
+        return cls(format=FormatSpec(**parts["format"]), layout=LayoutSpec(**parts["layout"]),
+                   workload=WorkloadSpec(**parts["workload"]), **top)
 
 
 def _digest(obj: Any) -> str:
@@ -601,6 +765,10 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
     cl = dict(cfg["cluster"])
     if cl["executor"] not in EXECUTORS:
         problems.append(f"cluster.executor={cl['executor']!r} is unknown: choose one of {', '.join(EXECUTORS)}")
+    elif cl["executor"] == "local":
+        unset = ClusterConf()
+        problems += [f"cluster.{k}={cl[k]!r} applies to Slurm only (the local executor runs every point on this "
+                     "host): drop it, or use cluster=slurm" for k in SLURM_ONLY if cl[k] != getattr(unset, k)]
     nodes = _int_range(problems, "nodes", cfg["nodes"], 1)
     ppn = _int_range(problems, "ppn", cfg["ppn"], 1, 1024)
     if cl["executor"] == "local" and isinstance(nodes, int) and nodes > 1:
@@ -613,18 +781,18 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
     _positive(problems, "cluster.hang_timeout_s", cl["hang_timeout_s"], "seconds", MAX_TIMEOUT_MIN * 60)
     _int_range(problems, "cluster.array_parallelism", cl["array_parallelism"], 1)
     _positive(problems, "cluster.timeout_min", cl["timeout_min"], "minutes", MAX_TIMEOUT_MIN)
-    for k, v in (cl.get("env") or {}).items():
+    for k, v in cl["env"].items():
         if not ENV_NAME.match(str(k)):
             problems.append(f"cluster.env: {k!r} is not an environment variable name: use letters, digits and _, "
                             "not starting with a digit (e.g. MPI4PY_LIBMPI)")
         if isinstance(v, (dict, list)):
             problems.append(f"cluster.env.{k} must be a single value, not {type(v).__name__}")
-    for k, v in (cl.get("sbatch") or {}).items():
+    for k, v in cl["sbatch"].items():
         if not SBATCH_OPTION.match(str(k)):
             problems.append(f"cluster.sbatch: {k!r} is not an sbatch option name (e.g. exclusive, mem, mail_type)")
         if isinstance(v, (dict, list)) or v is None:
             problems.append(f"cluster.sbatch.{k} must be a single value (a string, number or true), not {v!r}")
-    _positive(problems, "cluster.vanish_after_s", cl.get("vanish_after_s", 120.0), "seconds", MAX_TIMEOUT_MIN * 60)
+    _positive(problems, "cluster.vanish_after_s", cl["vanish_after_s"], "seconds", MAX_TIMEOUT_MIN * 60)
     launch = str(cl["launch"])
     try:
         words = shlex.split(launch.format(ranks=1, nodes=1, ppn=1))
@@ -710,41 +878,39 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
     if problems:
         raise ConfigError(problems)
 
+    cluster = CLUSTERS[cl["executor"]](**{f.name: cl[f.name] for f in fields(CLUSTERS[cl["executor"]])})
     return PointSpec(
-        format=fmt_name,
-        format_options=fmt,
-        access=access,
-        stripe_count=stripe,
-        stripe_size=stripe_size,
+        format=FormatSpec(fmt_name, fmt),
+        layout=LayoutSpec(access, stripe, stripe_size, fs_type=fs_type, striping_applicable=lustre),
+        workload=WorkloadSpec(
+            samples=samples,
+            sample_size=sample_size,
+            sample_size_stdev=stdev,
+            samples_per_file=spf,
+            batch_size=batch,
+            epochs=epochs,
+            compute_time=float(compute),
+            cache=w["cache"],
+            name=str(w["name"]),
+            payload=payload,
+            compute_time_stdev=float(cstdev),
+            shuffle=w["shuffle"],
+            drop_last=bool(w["drop_last"]),
+            read_threads=threads,
+            prefetch=prefetch,
+            trace=bool(w["trace"]),
+            settle=bool(w["settle"]),
+            flush_size=flush_size if w["cache"] == "storage_cold" else 0,
+            sample_shape=shape,
+        ),
+        cluster=cluster,
         nodes=nodes,
         ppn=ppn,
         repeat=repeat,
         seed=seed,
-        samples=samples,
-        sample_size=sample_size,
-        sample_size_stdev=stdev,
-        samples_per_file=spf,
-        batch_size=batch,
-        epochs=epochs,
-        compute_time=float(compute),
-        cache=w["cache"],
-        workload_name=str(w.get("name", "custom")),
         data_root=str(data_root),
         db=mask(db),  # the password stays in the driver (sweep.py opens the store with driver_db)
-        cluster=cl,
-        fs_type=fs_type,
-        striping_applicable=lustre,
         force=bool(cfg.get("force", False)),
         overrides=tuple(mask(o) for o in overrides),
-        payload=payload,
-        compute_time_stdev=float(cstdev),
-        shuffle=w["shuffle"],
-        drop_last=bool(w["drop_last"]),
-        read_threads=threads,
-        prefetch=prefetch,
-        trace=bool(w["trace"]),
         reader=reader,
-        settle=bool(w["settle"]),
-        flush_size=flush_size if w["cache"] == "storage_cold" else 0,
-        sample_shape=shape,
     )

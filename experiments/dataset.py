@@ -81,10 +81,10 @@ class DatasetPlan:
     def from_point(cls, spec: Any) -> DatasetPlan:
         """The plan of a :class:`~experiments.config.PointSpec`'s dataset."""
         key = spec.dataset_key
-        directory = os.path.join(spec.data_root, "datasets", f"{spec.format}-{key}")
-        return cls(key, directory, spec.format, dict(spec.format_options), spec.samples, spec.sample_size,
-                   spec.sample_size_stdev, spec.num_files, spec.seed, spec.payload,
-                   tuple(getattr(spec, "sample_shape", ())))
+        w = spec.workload
+        directory = os.path.join(spec.data_root, "datasets", f"{spec.format.name}-{key}")
+        return cls(key, directory, spec.format.name, dict(spec.format.options), w.samples, w.sample_size,
+                   w.sample_size_stdev, spec.num_files, spec.seed, w.payload, w.sample_shape)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DatasetPlan:

@@ -435,7 +435,7 @@ class Kernel:
             self.tf = tfdata.import_tf()
         self.threads, self.prefetch = int(point.get("read_threads", 0)), int(point.get("prefetch", 2))
         self.trace = bool(point.get("trace", False))
-        self.guard_s = float(point["cluster"].get("hang_timeout_s", 600))
+        self.guard_s = float(point["cluster"]["hang_timeout_s"])
         self.fault = _fault(point, self.rank)
         self.started, self.started_unix = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.time()
         # the file-system layer: this process's I/O counters around each epoch, each thread's around each sample

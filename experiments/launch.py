@@ -72,22 +72,22 @@ def _step_runner(spec: PointSpec, run_dir: Path, deadline: float | None = None
     from experiments.errors import TimeLimitError
     from experiments.mpirun import headline, launch_argv, run_step
 
-    limit_s = float(spec.cluster["timeout_min"]) * 60
+    limit_s = float(spec.cluster.timeout_min) * 60
     deadline = time.monotonic() + limit_s if deadline is None else deadline
-    env = {str(k): str(v) for k, v in (spec.cluster.get("env") or {}).items()}
+    env = {str(k): str(v) for k, v in spec.cluster.env.items()}
 
     def step(module: str, args: list[str], ranks: int, name: str) -> None:
         nodes = min(spec.nodes, ranks)
-        argv = launch_argv(spec.cluster["launch"], ranks, nodes, -(-ranks // nodes), module, args)
+        argv = launch_argv(spec.cluster.launch, ranks, nodes, -(-ranks // nodes), module, args)
         left = deadline - time.monotonic()
         if left <= 0:
             raise TimeLimitError(f"time limit reached before the {name} step: the point's cluster.timeout_min="
-                                 f"{spec.cluster['timeout_min']} ({limit_s:.1f} s) ran out; raise cluster.timeout_min")
+                                 f"{spec.cluster.timeout_min} ({limit_s:.1f} s) ran out; raise cluster.timeout_min")
         try:
             res = run_step(argv, left, env=env, log_prefix=str(run_dir / name))
         except TimeLimitError as e:
             raise TimeLimitError(
-                f"time limit reached: the point's cluster.timeout_min={spec.cluster['timeout_min']} ({limit_s:.1f} s) "
+                f"time limit reached: the point's cluster.timeout_min={spec.cluster.timeout_min} ({limit_s:.1f} s) "
                 f"ran out in the {name} step, which was killed; raise cluster.timeout_min\n{e}") from None
         if res.returncode != 0:
             said = headline(res.stderr_tail)
@@ -110,7 +110,7 @@ def generation_runner(spec: PointSpec, run_dir: Path, deadline: float | None = N
     from experiments.mpirun import failure_cause
 
     step = _step_runner(spec, run_dir, deadline)
-    env = {str(k): str(v) for k, v in (spec.cluster.get("env") or {}).items()}
+    env = {str(k): str(v) for k, v in spec.cluster.env.items()}
 
     def run(plan_path: str, ranks: int) -> None:
         if ranks > 1:
@@ -118,7 +118,7 @@ def generation_runner(spec: PointSpec, run_dir: Path, deadline: float | None = N
             return
         if deadline is not None and time.monotonic() >= deadline:
             raise TimeLimitError(f"time limit reached before the generate step: the point's cluster.timeout_min="
-                                 f"{spec.cluster['timeout_min']} ran out; raise cluster.timeout_min")
+                                 f"{spec.cluster.timeout_min} ran out; raise cluster.timeout_min")
         from experiments.dataset import generate_here
 
         try:
@@ -159,18 +159,19 @@ def run_point(point: dict[str, Any], run_dir: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
         spec = PointSpec.from_dict(point)
-        deadline = time.monotonic() + float(spec.cluster["timeout_min"]) * 60
+        deadline = time.monotonic() + float(spec.cluster.timeout_min) * 60
         step = _step_runner(spec, rd, deadline)
         plan = DatasetPlan.from_point(spec)
         info = ensure_dataset(
-            plan, Layout(spec.stripe_count, spec.stripe_size), generation_runner(spec, rd, deadline), spec.ranks
+            plan, Layout(spec.layout.stripe_count, spec.layout.stripe_size), generation_runner(spec, rd, deadline),
+            spec.ranks,
         )
         for stale in ("kernel-result.json", DAMAGED):  # only this run's kernel may leave one
             (rd / stale).unlink(missing_ok=True)
         kernel_spec = {"point": point, "plan": plan.to_dict(), "result_path": str(rd / "kernel-result.json")}
         write_json_atomic(rd / "kernel.json", kernel_spec)
         try:
-            if spec.cluster["executor"] == "local":  # one measurement at a time on this machine, across sweeps too
+            if spec.cluster.executor == "local":  # one measurement at a time on this machine, across sweeps too
                 from experiments.dataset import exclusive
 
                 with exclusive(Path(spec.data_root) / "runs" / ".local-measurement.lock"):
@@ -392,7 +393,7 @@ def private_dir(path: Path) -> Path:
 
 def _prepare_run_dir(spec: PointSpec, store_id: str = "") -> Path:
     """Archive the point's previous outcome and write the standalone reproducer."""
-    from experiments.slurm import render_sbatch
+    from experiments.slurm import render_sbatch, site_options
 
     rd = run_dir_for(spec, store_id)
     private_dir(Path(spec.data_root) / "runs")
@@ -401,11 +402,9 @@ def _prepare_run_dir(spec: PointSpec, store_id: str = "") -> Path:
     c = spec.cluster
     (rd / "repro.sbatch").write_text(render_sbatch(
         label=spec.label, run_dir=str(rd), nodes=spec.nodes, ppn=spec.ppn,
-        time_min=max(1, int(-(-float(c["timeout_min"]) // 1))), launch=c["launch"], python=sys.executable,
-        project_dir=str(PROJECT_DIR), kernel_spec=str(rd / "kernel.json"), partition=c.get("partition", ""),
-        account=c.get("account", ""), qos=c.get("qos", ""), constraint=c.get("constraint", ""),
-        sbatch=c.get("sbatch") or {}, setup=list(c.get("setup") or []),
-        env={str(k): str(v) for k, v in (c.get("env") or {}).items()},
+        time_min=max(1, int(-(-float(c.timeout_min) // 1))), launch=c.launch, python=sys.executable,
+        project_dir=str(PROJECT_DIR), kernel_spec=str(rd / "kernel.json"),
+        env={str(k): str(v) for k, v in c.env.items()}, **site_options(c),
     ))
     return rd
 
@@ -730,7 +729,7 @@ def _run_local(specs: list[PointSpec], attach: list[Pending], driver: _Driver) -
         folder = rd / "job"
         # the point keeps its own time limit (run_point); submitit's, a little later, is only a backstop
         executor = submitit.LocalExecutor(folder=folder, max_num_timeout=0)
-        executor.update_parameters(timeout_min=float(spec.cluster["timeout_min"]) + LOCAL_BACKSTOP_MIN)
+        executor.update_parameters(timeout_min=float(spec.cluster.timeout_min) + LOCAL_BACKSTOP_MIN)
         t0 = time.perf_counter()
         folder.mkdir(parents=True, exist_ok=True)
         with _output_to(folder / "controller.log"):  # submitit's controller writes its own tracebacks there
@@ -893,9 +892,9 @@ def _wait_slurm(pending: list[Pending], driver: _Driver, held: Sequence[PointSpe
 
     live = {p.spec.point_key: p for p in pending}
     held = list(held)
-    vanish = min((float(p.spec.cluster.get("vanish_after_s", VANISH_S)) for p in live.values()), default=VANISH_S)
+    vanish = min((p.spec.cluster.vanish_after_s for p in live.values()), default=VANISH_S)
     if held:
-        vanish = min(vanish, *(float(s.cluster.get("vanish_after_s", VANISH_S)) for s in held))
+        vanish = min(vanish, *(s.cluster.vanish_after_s for s in held))
     watcher = JobWatcher(vanish_after_s=vanish)
     last_states = 0.0
     last_line = ""
@@ -924,7 +923,7 @@ def _wait_slurm(pending: list[Pending], driver: _Driver, held: Sequence[PointSpe
                 if p.state in WAITING:
                     p.pending_since = p.pending_since or now
                     p.never_polls = p.never_polls + 1 if reason_kind(p.reason) == NEVER else 0
-                    if p.never_polls >= 2 and p.spec.cluster.get("cancel_unrunnable", True):
+                    if p.never_polls >= 2 and p.spec.cluster.cancel_unrunnable:
                         cancel([p.job_id])
                         error = (f"job {p.job_id} was pending for {p.reason}, which only an administrator can clear "
                                  "(the request is above a limit of the partition, account or QOS): cancelled. "
@@ -1018,11 +1017,11 @@ def _round(points: Sequence[PointSpec], force: bool, retry_failed: bool, wait: b
     if attach:
         report.reattached += len(attach)
         echo(f"re-attached to {len(attach)} job(s) still queued or running")
-    slurm = [s for s in submit if s.cluster["executor"] == "slurm"]
-    local = [s for s in submit if s.cluster["executor"] != "slurm"]
-    if local or any(p.spec.cluster["executor"] != "slurm" for p in attach):
-        _run_local(local, [p for p in attach if p.spec.cluster["executor"] != "slurm"], driver)
-    pending = [p for p in attach if p.spec.cluster["executor"] == "slurm"]
+    slurm = [s for s in submit if s.cluster.executor == "slurm"]
+    local = [s for s in submit if s.cluster.executor != "slurm"]
+    if local or any(p.spec.cluster.executor != "slurm" for p in attach):
+        _run_local(local, [p for p in attach if p.spec.cluster.executor != "slurm"], driver)
+    pending = [p for p in attach if p.spec.cluster.executor == "slurm"]
     held: list[PointSpec] = []
     if slurm:
         more, held = _submit_slurm(slurm, driver)
@@ -1062,23 +1061,23 @@ def dry_run(points: Sequence[PointSpec], echo: Callable[[str], None] = print, st
     echo(f"dry run: {len(points)} point(s), nothing is submitted or written")
     groups: dict[tuple, list[PointSpec]] = {}
     for spec in points:
-        groups.setdefault((*resources(spec), spec.cluster["executor"]), []).append(spec)
+        groups.setdefault((*resources(spec), spec.cluster.executor), []).append(spec)
     for group in groups.values():
         first = group[0]
         c = first.cluster
-        if c["executor"] == "slurm":
+        if c.executor == "slurm":
             kind = f"Slurm {'job array' if len(group) > 1 else 'job'} of {len(group)} point(s)"
         else:
             kind = f"{len(group)} local point(s), one at a time"
-        echo(f"\n{kind}: {first.nodes} node(s) x {first.ppn} rank(s), time limit {c['timeout_min']} min")
-        if c["executor"] == "slurm":
+        echo(f"\n{kind}: {first.nodes} node(s) x {first.ppn} rank(s), time limit {c.timeout_min} min")
+        if c.executor == "slurm":
             from experiments.slurm import job_script
 
             echo("  the job script sbatch receives:")
             echo("\n".join("  | " + ln for ln in job_script(group, Path(first.data_root) / "runs" / "_slurm")
                            .splitlines() if ln))
         for spec in group:
-            step = spec.cluster["launch"].format(ranks=spec.ranks, nodes=spec.nodes, ppn=spec.ppn)
+            step = spec.cluster.launch.format(ranks=spec.ranks, nodes=spec.nodes, ppn=spec.ppn)
             echo(f"  - {spec.label}  key {spec.point_key}  [{' '.join(spec.overrides) or 'defaults'}]")
             echo(f"      kernel: {step} python -m experiments.kernel {run_dir_for(spec, store_id)}/kernel.json")
 

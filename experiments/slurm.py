@@ -23,33 +23,44 @@ from experiments.slurmstate import TERMINAL, WAITING, job_states  # noqa: F401  
 TEMPLATES = Path(__file__).resolve().parent.parent / "slurm_templates"
 
 
+def site_options(cluster: Any) -> dict[str, Any]:
+    """A cluster's site settings for an sbatch header: a Slurm cluster's partition, account, qos, constraint, extra
+    sbatch options and setup lines (a local cluster has none: its reproducer asks for the site's defaults)."""
+    from experiments.config import SlurmCluster
+
+    if not isinstance(cluster, SlurmCluster):
+        return {}
+    return {"partition": cluster.partition, "account": cluster.account, "qos": cluster.qos,
+            "constraint": cluster.constraint, "sbatch": dict(cluster.sbatch), "setup": list(cluster.setup)}
+
+
 def resources(spec: Any) -> tuple:
     """What makes two points' jobs interchangeable (same sbatch header): they may share one job array."""
-    c = spec.cluster
-    return (spec.nodes, spec.ppn, math.ceil(float(c["timeout_min"])), c.get("partition", ""), c.get("account", ""),
-            c.get("qos", ""), c.get("constraint", ""), tuple(sorted((c.get("sbatch") or {}).items())),
-            tuple(c.get("setup") or ()))
+    site = site_options(spec.cluster)
+    return (spec.nodes, spec.ppn, math.ceil(float(spec.cluster.timeout_min)),
+            *(tuple(sorted(v.items())) if isinstance(v, dict) else tuple(v) if isinstance(v, list) else v
+              for v in site.values()))
 
 
 def executor_parameters(spec: Any) -> dict[str, Any]:
-    """submitit SlurmExecutor parameters for a point: its nodes × ppn, time limit, and site settings."""
+    """submitit SlurmExecutor parameters for a Slurm point: its nodes × ppn, time limit, and site settings."""
     c = spec.cluster
     params: dict[str, Any] = {
         "nodes": spec.nodes,
         "ntasks_per_node": spec.ppn,
         "cpus_per_task": 1,
-        "time": max(1, math.ceil(float(c["timeout_min"]))),
+        "time": max(1, math.ceil(float(c.timeout_min))),
         "job_name": "ddlio",
         "use_srun": False,  # one driver process on the first node; it runs the MPI steps itself
-        "array_parallelism": int(c.get("array_parallelism") or 1),
-        "setup": list(c.get("setup") or []),
+        "array_parallelism": int(c.array_parallelism),
+        "setup": list(c.setup),
         "signal_delay_s": 30,
     }
     for key in ("partition", "account", "qos", "constraint"):
-        if c.get(key):
-            params[key] = c[key]
+        if getattr(c, key):
+            params[key] = getattr(c, key)
     # a preempted or failed job must not be requeued into a run folder the driver has already judged
-    params["additional_parameters"] = {"no_requeue": True, **{str(k): v for k, v in (c.get("sbatch") or {}).items()}}
+    params["additional_parameters"] = {"no_requeue": True, **{str(k): v for k, v in c.sbatch.items()}}
     return params
 
 
@@ -98,7 +109,7 @@ def check_runnable(specs: list[Any], echo: Any = print, dry_run: bool = False) -
     shown). Where Slurm cannot be asked, says so and checks nothing."""
     from experiments.slurmstate import ask_site, unrunnable
 
-    slurm = [s for s in specs if s.cluster.get("executor") == "slurm"]
+    slurm = [s for s in specs if s.cluster.executor == "slurm"]
     if not slurm:
         return ""
     site = ask_site()
@@ -117,7 +128,7 @@ def check_runnable(specs: list[Any], echo: Any = print, dry_run: bool = False) -
             return message
         raise LaunchError(message)
     if dry_run:
-        names = sorted({(s.cluster.get("partition") or "") for s in slurm})
+        names = sorted({s.cluster.partition for s in slurm})
         parts = [site.partition(n) for n in names]
         echo("Slurm: every point fits " + ", ".join(
             f"partition {p.name} ({p.total_nodes} nodes, {max(p.cpus_per_node, default=0)} CPUs per node, "

@@ -501,7 +501,7 @@ def ask_site(timeout_s: float = 20, run: Runner = _run) -> SiteInfo:
 def point_problems(spec: Any, site: SiteInfo) -> list[str]:
     """Why a point's job could never start here (empty when it could): each names the request and the limit."""
     c = spec.cluster
-    name = c.get("partition") or ""
+    name = c.partition
     part = site.partition(name)
     if part is None:
         if name:
@@ -509,7 +509,7 @@ def point_problems(spec: Any, site: SiteInfo) -> list[str]:
         return []  # no default partition: sbatch will say so
     out = []
     nodes, ppn = int(spec.nodes), int(spec.ppn)
-    minutes = max(1, math.ceil(float(c["timeout_min"])))
+    minutes = max(1, math.ceil(float(c.timeout_min)))
     if part.state.upper() in ("INACTIVE", "DRAIN"):
         out.append(f"partition {part.name} is {part.state} (it takes no new jobs)")
     if part.total_nodes and nodes > part.total_nodes:
@@ -529,9 +529,9 @@ def point_problems(spec: Any, site: SiteInfo) -> list[str]:
         out.append(f"ppn={ppn} but partition {part.name} allows {part.max_cpus_per_node} CPUs per node "
                    "(MaxCPUsPerNode)")
     if part.max_time_min is not None and minutes > part.max_time_min:
-        out.append(f"cluster.timeout_min={float(c['timeout_min']):g} but partition {part.name} allows at most "
+        out.append(f"cluster.timeout_min={float(c.timeout_min):g} but partition {part.name} allows at most "
                    f"{part.max_time_min:g} min (MaxTime)")
-    constraint = str(c.get("constraint") or "")
+    constraint = c.constraint
     if constraint and part.features and re.fullmatch(r"[\w.-]+(&[\w.-]+)*", constraint):  # plain AND of features
         want = set(constraint.split("&"))
         fit = sum(1 for f in part.features if want <= f)
@@ -539,7 +539,7 @@ def point_problems(spec: Any, site: SiteInfo) -> list[str]:
         if fit < min(nodes, len(part.features)) or not fit:
             out.append(f"constraint={constraint} but {'no' if not fit else f'only {fit}'} node(s) of partition "
                        f"{part.name} have {' and '.join(sorted(want))} (features: {', '.join(have) or 'none'})")
-    acct, qos = c.get("account") or "", c.get("qos") or ""
+    acct, qos = c.account, c.qos
     if acct and (acct in part.deny_accounts or (part.allow_accounts and acct not in part.allow_accounts)):
         out.append(f"account={acct} is not allowed in partition {part.name}")
     if qos and (qos in part.deny_qos or (part.allow_qos and qos not in part.allow_qos)):
@@ -558,13 +558,13 @@ def point_problems(spec: Any, site: SiteInfo) -> list[str]:
             if use in lim.max_nodes and nodes > lim.max_nodes[use]:
                 out.append(f"nodes={nodes} but account {use} allows {lim.max_nodes[use]} per job (MaxTRES node)")
             if use in lim.max_wall_min and minutes > lim.max_wall_min[use]:
-                out.append(f"cluster.timeout_min={float(c['timeout_min']):g} but account {use} allows at most "
+                out.append(f"cluster.timeout_min={float(c.timeout_min):g} but account {use} allows at most "
                            f"{lim.max_wall_min[use]:g} min (MaxWall)")
         q = qos or next(iter(lim.qos_allowed.get(use, ())), "")
         if q in lim.qos_max_nodes and nodes > lim.qos_max_nodes[q]:
             out.append(f"nodes={nodes} but QOS {q} allows {lim.qos_max_nodes[q]} per job (MaxTRES node)")
         if q in lim.qos_max_wall_min and minutes > lim.qos_max_wall_min[q]:
-            out.append(f"cluster.timeout_min={float(c['timeout_min']):g} but QOS {q} allows at most "
+            out.append(f"cluster.timeout_min={float(c.timeout_min):g} but QOS {q} allows at most "
                        f"{lim.qos_max_wall_min[q]:g} min (MaxWall)")
     return out
 
@@ -573,7 +573,7 @@ def unrunnable(specs: Sequence[Any], site: SiteInfo) -> list[str]:
     """One line per distinct reason a Slurm point can never start, with the points it concerns."""
     seen: dict[str, list[str]] = {}
     for s in specs:
-        if s.cluster.get("executor") != "slurm":
+        if s.cluster.executor != "slurm":
             continue
         name = " ".join(o for o in s.overrides if not o.startswith(("data_root=", "db="))) or "defaults"
         for p in point_problems(s, site):

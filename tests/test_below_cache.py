@@ -91,7 +91,8 @@ def test_without_settling_the_first_epoch_is_the_first_read(tmp_path):
 
 def test_settling_reads_a_fresh_dataset_once_untimed(tmp_path):
     spec, plan, res = run_kernel(tmp_path)
-    assert res["settle"]["settled"] is True and res["settle"]["settle_bytes"] >= spec.samples * spec.sample_size
+    w = spec.workload
+    assert res["settle"]["settled"] is True and res["settle"]["settle_bytes"] >= w.samples * w.sample_size
     assert [e["first_read"] for e in res["epochs"]] == [False, False]
     assert [e["cache"] for e in res["epochs"]] == ["cold", "cold"]
     # the dataset is no longer fresh: the next point does not settle it again

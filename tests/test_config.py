@@ -7,7 +7,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from conftest import ROOT
-from experiments.config import PointSpec, register_configs, validate
+from experiments.config import LocalCluster, PointSpec, SlurmCluster, register_configs, validate
 from experiments.errors import ConfigError
 from experiments.formats import FORMATS
 
@@ -26,15 +26,17 @@ def spec(tmp_path, *overrides: str) -> PointSpec:
 
 def test_defaults_validate_to_a_point(tmp_path):
     s = spec(tmp_path)
-    assert (s.format, s.access, s.nodes, s.ppn, s.ranks, s.stripe_count) == ("hdf5", "shared", 1, 1, 1, 1)
-    assert s.sample_size == 128 * 1024 and s.stripe_size == 1 << 20
+    assert (s.format.name, s.layout.access, s.nodes, s.ppn, s.ranks, s.layout.stripe_count) == (
+        "hdf5", "shared", 1, 1, 1, 1)
+    assert s.workload.sample_size == 128 * 1024 and s.layout.stripe_size == 1 << 20
+    assert isinstance(s.cluster, LocalCluster) and s.cluster.executor == "local"
     assert s.data_root == str(tmp_path / "d") and s.db == str(tmp_path / "r.db")
     assert not (tmp_path / "d").exists() and not (tmp_path / "r.db").exists()
 
 
 def test_units_are_normalised(tmp_path):
     s = spec(tmp_path, "workload.sample_size=4M", "workload.sample_size_stdev=1KiB", "stripe_size=4MiB")
-    assert (s.sample_size, s.sample_size_stdev, s.stripe_size) == (4 << 20, 1024, 4 << 20)
+    assert (s.workload.sample_size, s.workload.sample_size_stdev, s.layout.stripe_size) == (4 << 20, 1024, 4 << 20)
 
 
 def test_every_problem_is_reported_at_once(tmp_path):
@@ -205,9 +207,10 @@ def test_hdf5_knobs_key_the_dataset_only_when_they_change_its_bytes(tmp_path):
 # ------------------------------------------------------------------------------ sample shapes and layouts
 def test_sample_shape_gives_the_size_and_keys_the_dataset_only_when_given(tmp_path):
     a = spec(tmp_path)
-    assert a.sample_shape == () and "sample_shape" not in a.dataset_params()
+    assert a.workload.sample_shape == () and "sample_shape" not in a.dataset_params()
     s = spec(tmp_path, "workload.sample_shape=[64,64,3]")
-    assert s.sample_shape == (64, 64, 3) and s.sample_size == 64 * 64 * 3  # the preset's 128KiB is replaced
+    assert s.workload.sample_shape == (64, 64, 3)
+    assert s.workload.sample_size == 64 * 64 * 3  # the preset's 128KiB is replaced
     assert s.dataset_key != spec(tmp_path, "workload.sample_size=12288").dataset_key  # same bytes, other shape
     assert s.to_dict()["sample_shape"] == (64, 64, 3)  # recorded with the result
     assert PointSpec.from_dict(__import__("json").loads(__import__("json").dumps(s.to_dict()))) == s
@@ -226,7 +229,7 @@ def test_layouts_key_only_when_not_at_their_default(tmp_path):
         assert (same.dataset_key, same.point_key) == (a.dataset_key, a.point_key)
         b = spec(tmp_path, f"format={name}", f"format.layout={other}", "workload.sample_shape=[8,8,4]")
         c = spec(tmp_path, f"format={name}", "workload.sample_shape=[8,8,4]")
-        assert b.dataset_key != c.dataset_key and b.format_options["layout"] == other
+        assert b.dataset_key != c.dataset_key and b.format.options["layout"] == other
     for name in ("npz", "npy"):  # load: a read option, in the point key only when not at its default
         a = spec(tmp_path, f"format={name}")
         w = spec(tmp_path, f"format={name}", "format.load=whole")
@@ -258,13 +261,13 @@ def test_a_given_sample_size_that_disagrees_with_the_shape_is_named(tmp_path):
                                           r"workload.sample_shape=\[64, 64, 3\] \(12288 bytes"):
         validate(composed(tmp_path, *overrides), tmp_path, overrides)
     agree = ("workload.sample_shape=[64,64,3]", "workload.sample_size=12288")
-    assert validate(composed(tmp_path, *agree), tmp_path, agree).sample_size == 12288
+    assert validate(composed(tmp_path, *agree), tmp_path, agree).workload.sample_size == 12288
 
 
 def test_deepgalaxy_preset_is_the_nd_layout(tmp_path):
     s = spec(tmp_path, "+experiment=deepgalaxy", "reader=native")
-    assert s.sample_shape == (512, 512, 3) and s.sample_size == 786432
-    assert s.format == "hdf5" and s.format_options["layout"] == "array" and s.format_options["chunk_samples"] == 1
+    assert s.workload.sample_shape == (512, 512, 3) and s.workload.sample_size == 786432
+    assert s.format.name == "hdf5" and s.format.options["layout"] == "array" and s.format.options["chunk_samples"] == 1
 
 
 # ------------------------------------------------------------------------------------------ the stored form
@@ -312,3 +315,22 @@ def test_points_stored_by_earlier_versions_keep_their_keys(name):
         assert (p.dataset_key, p.point_key) == (stored["dataset_key"], stored["point_key"])
         again = PointSpec.from_dict(p.to_dict())
         assert (again.dataset_key, again.point_key) == (p.dataset_key, p.point_key)
+
+
+def test_the_point_is_typed_by_concern(tmp_path):
+    s = spec(tmp_path, "cluster=slurm", "cluster.partition=compute", "+cluster.sbatch.exclusive=true", "nodes=2")
+    assert isinstance(s.cluster, SlurmCluster) and s.cluster.executor == "slurm"
+    assert (s.cluster.partition, s.cluster.sbatch, s.cluster.array_parallelism) == ("compute", {"exclusive": True}, 4)
+    local = spec(tmp_path).cluster
+    assert not hasattr(local, "partition") and not hasattr(local, "array_parallelism")
+    # the stored form keeps a local cluster's Slurm keys at their defaults, as earlier ddlio stored them
+    assert local.to_dict()["partition"] == "" and local.to_dict()["vanish_after_s"] == 120.0
+    assert PointSpec.from_dict(s.to_dict()) == s
+
+
+@pytest.mark.parametrize("override", ["cluster.partition=compute", "cluster.array_parallelism=8",
+                                      "cluster.setup=[module load x]", "cluster.cancel_unrunnable=false"])
+def test_slurm_settings_on_the_local_cluster_are_refused(tmp_path, override):
+    key = override.split("=", 1)[0]
+    with pytest.raises(ConfigError, match=rf"{key}=.* applies to Slurm only .*use cluster=slurm"):
+        spec(tmp_path, override)

@@ -114,7 +114,7 @@ def test_a_workload_preset_derived_from_a_log_is_a_valid_workload(tmp_path, caps
     w = yaml.safe_load(text)
     spec = point(tmp_path, *(f"workload.{k}={w[k]}" for k in ("samples", "sample_size", "samples_per_file",
                                                               "epochs", "compute_time", "shuffle")))
-    assert spec.samples == w["samples"] and spec.sample_size == w["sample_size"]
+    assert spec.workload.samples == w["samples"] and spec.workload.sample_size == w["sample_size"]
 
 
 def test_a_file_that_is_not_a_darshan_log_is_bad_input_and_stores_nothing(tmp_path, capsys):

@@ -402,7 +402,7 @@ def test_payload_is_validated_and_keys_the_dataset(tmp_path):
 
     a = point(tmp_path)
     b = point(tmp_path, "workload.payload=2")
-    assert a.payload == "random" and b.payload == "2.0" and b.dataset_key != a.dataset_key
+    assert a.workload.payload == "random" and b.workload.payload == "2.0" and b.dataset_key != a.dataset_key
     assert point(tmp_path, "workload.payload=2.0").dataset_key == b.dataset_key  # same payload, same bytes
     assert point(tmp_path, "workload.payload=zeros").dataset_key not in (a.dataset_key, b.dataset_key)
     assert DatasetPlan.from_point(b).file_payload(0).kind == "2.0"  # generation gets it

@@ -142,7 +142,7 @@ def test_submitit_job_script_from_hostile_values_runs_nothing(tmp_path):
     data_root = tmp_path / values[4]
     spec = point(tmp_path, "cluster=slurm", f"data_root={hq(str(data_root))}", f"cluster.partition={hq(values[0])}",
                  f"+cluster.sbatch.comment={hq(values[2])}")
-    assert spec.cluster["partition"] == values[0] and spec.data_root == str(data_root)
+    assert spec.cluster.partition == values[0] and spec.data_root == str(data_root)
     folder = Path(spec.data_root) / "runs" / "_slurm"
     argv = tmp_path / "argv.txt"
     stand_in = tmp_path / "python"  # a stand-in for the job's python: records the arguments it was given

@@ -96,10 +96,10 @@ def test_two_ranks_read_exactly_the_plan(tmp_path, fmt, access):
     assert res["totals"]["bytes_read"] == res["totals"]["bytes_planned"] == 2 * per_epoch
     for e in res["epochs"]:
         assert e["bytes_read"] == e["bytes_planned"] == per_epoch
-        assert e["read_ops"] == spec.samples and e["samples"] == spec.samples
+        assert e["read_ops"] == spec.workload.samples and e["samples"] == spec.workload.samples
         assert sum(r["bytes_read"] for r in e["ranks"]) == per_epoch
         assert all(r["bytes_read"] > 0 for r in e["ranks"])  # both ranks did read
-        assert sum(e["hist"]) == spec.samples
+        assert sum(e["hist"]) == spec.workload.samples
         assert e["io_time_slowest_s"] == max(r["io_time_s"] for r in e["ranks"])
         assert e["bandwidth_mib_s"] == pytest.approx(per_epoch / e["io_time_slowest_s"] / 2**20)
     assert res["totals"]["bandwidth_mib_s"] > 0 and res["totals"]["iops"] > 0
@@ -209,7 +209,7 @@ def test_access_log_shows_a_true_shuffle_read_exactly_once(tmp_path, fmt):
     for epoch, e in reads.groupby("epoch"):
         # (file, offset) identifies a record: every one of the dataset exactly once per epoch
         keys = list(zip(e.file, e.offset, strict=True))
-        assert len(keys) == len(set(keys)) == spec.samples
+        assert len(keys) == len(set(keys)) == spec.workload.samples
         assert e["size"].sum() == int(record.sum()) == res["epochs"][epoch]["bytes_read"]
         assert e["size"].nunique() > 10  # variable sizes per sample, not per file
         orders.append([k for _, k in sorted(zip(e.start_s, keys, strict=True))])
@@ -285,7 +285,7 @@ def test_reader_tf_reads_the_plan_with_two_ranks(tmp_path, fmt, access):
                                  "workload.shuffle=sample", "workload.sample_size_stdev=2KiB",
                                  "workload.read_threads=2")
     for e in res["epochs"]:
-        assert e["samples"] == spec.samples
+        assert e["samples"] == spec.workload.samples
         if fmt == "tfrecord":  # counted by the file system (rchar): whole files, plus TF's own few reads
             assert e["bytes_planned"] == sum(os.path.getsize(plan.file_path(f)) for f in range(plan.num_files))
             assert e["bytes_planned"] <= e["bytes_read"] <= e["bytes_planned"] + 2 * TF_OTHER_READS_MAX
@@ -308,7 +308,7 @@ def test_layouts_read_exactly_the_plan(tmp_path, layout):
     assert int(plan.record_bytes().sum()) == per_epoch
     assert res["totals"]["bytes_read"] == res["totals"]["bytes_planned"] == 2 * per_epoch
     for e in res["epochs"]:
-        assert e["read_ops"] == e["samples"] == spec.samples
+        assert e["read_ops"] == e["samples"] == spec.workload.samples
         assert all(r["bytes_read"] > 0 for r in e["ranks"])
 
 
@@ -325,7 +325,7 @@ def test_whole_loads_read_whole_files_as_planned(tmp_path, fmt, layout):
     assert len(loads) == plan.num_files == 4
     for e in res["epochs"]:
         assert e["bytes_read"] == e["bytes_planned"] == int(loads.sum())  # every file loaded once, by its rank
-        assert e["samples"] == spec.samples
+        assert e["samples"] == spec.workload.samples
     _, _, shuffled = run_kernel(tmp_path / "shuffled", *opts, "ppn=2", "workload.shuffle=sample",
                                 "workload.read_threads=2")
     for e in shuffled["epochs"]:
@@ -346,7 +346,7 @@ def test_reader_tf_reads_the_layouts_as_applications_do(tmp_path, layout):
     spec, plan, res = run_kernel(tmp_path, "reader=tf", *layout, *SHAPED, "ppn=2", "workload.shuffle=sample",
                                  "workload.read_threads=2")
     for e in res["epochs"]:
-        assert e["samples"] == spec.samples and all(r["bytes_read"] > 0 for r in e["ranks"])
+        assert e["samples"] == spec.workload.samples and all(r["bytes_read"] > 0 for r in e["ranks"])
         if plan.format == "tfrecord":
             assert e["bytes_planned"] == sum(os.path.getsize(plan.file_path(f)) for f in range(plan.num_files))
             assert e["bytes_planned"] <= e["bytes_read"] <= e["bytes_planned"] + 2 * TF_OTHER_READS_MAX

@@ -24,7 +24,8 @@ GOLDEN = [
 def test_point_keys_are_unchanged_whatever_the_objective(tmp_path, overrides, dataset_key, point_key, objective):
     s = spec(tmp_path, *overrides, f"objective={objective}")
     # the keys hash data_root and, on Lustre only, the striping: pin what depends on this machine
-    s = dataclasses.replace(s, data_root="/ddlio/data", db="/ddlio/r.db", fs_type="ext4", striping_applicable=False)
+    s = dataclasses.replace(s, data_root="/ddlio/data", db="/ddlio/r.db",
+                            layout=dataclasses.replace(s.layout, fs_type="ext4", striping_applicable=False))
     assert (s.dataset_key, s.point_key) == (dataset_key, point_key)
 
 

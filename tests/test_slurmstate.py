@@ -7,9 +7,11 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
+from experiments.config import SlurmCluster
 from experiments.slurmstate import (
     HELD,
     LIMIT,
@@ -252,8 +254,8 @@ def test_sbatch_refusal_for_a_submit_limit_is_recognised():
                                "combination specified")
 
 
-def point(nodes: int = 1, ppn: int = 1, **cluster: object) -> SimpleNamespace:
-    c = {"executor": "slurm", "timeout_min": 30.0, "partition": "", "account": "", "qos": "", **cluster}
+def point(nodes: int = 1, ppn: int = 1, **cluster: Any) -> SimpleNamespace:
+    c = SlurmCluster(name="slurm", launch="srun -n {ranks}", **cluster)
     return SimpleNamespace(nodes=nodes, ppn=ppn, cluster=c, overrides=(f"nodes={nodes}", f"ppn={ppn}"), label="p")
 
 

@@ -50,7 +50,7 @@ def run_traced(tmp_path: Path, fmt: str) -> tuple[DatasetPlan, dict, Path]:
     ensure_dataset(plan, Layout(), mpi_generation(spec, tmp_path), spec.ranks)
     ks = {"point": spec.to_dict(), "plan": plan.to_dict(), "result_path": str(tmp_path / "res.json")}
     write_json_atomic(tmp_path / "k.json", ks)
-    argv = launch_argv(spec.cluster["launch"], 2, 1, 2, "experiments.kernel", [str(tmp_path / "k.json")])
+    argv = launch_argv(spec.cluster.launch, 2, 1, 2, "experiments.kernel", [str(tmp_path / "k.json")])
     traces = tmp_path / "strace"
     traces.mkdir()
     cmd = [STRACE, "-ff", "-y", "-qq", "-s", "0", "-e", "trace=read,pread64,readv,preadv,preadv2",
