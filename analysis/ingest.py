@@ -13,7 +13,8 @@ from typing import Any
 
 from analysis.store import open_store
 from experiments.errors import DdlioError
-from experiments.launch import FAILURE, RESULT, load_run_records
+from experiments.launch import load_run_records
+from experiments.runpaths import FAILURE, RESULT
 
 _KINDS = ("ddlio.result", "ddlio.failure")
 

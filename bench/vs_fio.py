@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from experiments.cache import evict, warm  # noqa: E402
 from experiments.dataset import DatasetPlan, data_files  # noqa: E402
+from experiments.runpaths import RunPaths  # noqa: E402
 from experiments.units import format_size, parse_size  # noqa: E402
 
 MIB = 1024 * 1024
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                     states: set[str] = set()
                     logs: list[Path] = []
                     for _ in range(args.repeat):  # alternate: kernel, then fio, on the same file
-                        rec = run_kernel(spec, data / "runs" / spec.point_key)  # generates the file on first use
+                        rec = run_kernel(spec, RunPaths.of(data, spec.point_key).root)  # generates the file first
                         k_bw += kernel_bw(rec)
                         states |= {e["cache"] for e in rec["epochs"]}
                         files = [p for p in data_files(plan) if p.suffix == ".bin"]

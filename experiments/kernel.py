@@ -35,6 +35,7 @@ from experiments.dataset import DatasetPlan, data_files, even_split, load_manife
 from experiments.errors import FormatError, KernelError
 from experiments.formats import get_format
 from experiments.metrics import RankEpoch, aggregate, aggregate_run, histogram
+from experiments.runpaths import RunPaths
 
 #: After eviction, at most this fraction of the dataset's pages may still be resident for an epoch to count cold.
 COLD_TOLERANCE = 0.01
@@ -639,9 +640,9 @@ class Kernel:
         if self.pool is not None:
             self.pool.shutdown()
         if self.trace:
-            res = Path(self.spec["result_path"])  # a rerun with --result logs beside the original's, not over them
-            _write_trace(res.parent / f"trace-{self.spec.get('trace_prefix', '')}rank{self.rank:05d}.csv",
-                         self.trace_rows)
+            # in the run folder of the result; a rerun with --result logs beside the original's, not over them
+            paths = RunPaths(Path(self.spec["result_path"]).parent)
+            _write_trace(paths.trace(self.rank, self.spec.get("trace_prefix", "")), self.trace_rows)
         own = {
             "rank": self.rank,
             "node": self.node,
@@ -742,7 +743,7 @@ def main(argv: list[str]) -> int:
         print(f"ddlio kernel rank {rank} failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         if isinstance(e, FormatError):  # the dataset's bytes are damaged: tell the job, which invalidates it
             with contextlib.suppress(OSError):
-                Path(spec["result_path"]).with_name("dataset-damaged.txt").write_text(f"rank {rank}: {e}\n")
+                RunPaths(Path(spec["result_path"]).parent).damaged.write_text(f"rank {rank}: {e}\n")
         traceback.print_exc()
         sys.stderr.flush()
         MPI.COMM_WORLD.Abort(2)

@@ -4,7 +4,8 @@ Two halves:
 
 - :func:`run_point` runs *inside* the job, on the first node: ensure the dataset (generation as an MPI step),
   read back its layout and file system, run the kernel as an MPI step, and return a plain result record (also
-  written to the point's run folder as ``result.json``, or ``failure.json`` when the point failed).
+  written to the point's run folder as its result, or failure record when the point failed:
+  :class:`~experiments.runpaths.RunPaths` names every file of a run folder).
 - :func:`launch` runs in the driver (``sweep.py``): skip points the tracker already holds, submit the others,
   wait for each and hand its record to the tracker. It knows the store only through :class:`Tracker`.
 """
@@ -28,13 +29,8 @@ from experiments.dataset import DatasetPlan, ensure_dataset, write_json_atomic
 from experiments.env import PROJECT_DIR
 from experiments.errors import DdlioError, LaunchError
 from experiments.lifecycle import LIVE, Action, Event, Life, State, scheduler_event, stored_state
+from experiments.runpaths import RECORDS, RunPaths, local_measurement_lock, runs_dir, slurm_dir
 from experiments.slurmstate import NEVER, TERMINAL, VANISHED, WAITING, JobWatcher, fmt_duration, reason_kind
-
-RESULT = "result.json"
-FAILURE = "failure.json"
-#: written by the kernel when the dataset's bytes failed verification (a checksum, a header): the point's job then
-#: invalidates the dataset so that the next run rebuilds it
-DAMAGED = "dataset-damaged.txt"
 
 
 class Tracker(Protocol):
@@ -84,7 +80,7 @@ def _step_runner(spec: PointSpec, run_dir: Path, deadline: float | None = None
             raise TimeLimitError(f"time limit reached before the {name} step: the point's cluster.timeout_min="
                                  f"{spec.cluster.timeout_min} ({limit_s:.1f} s) ran out; raise cluster.timeout_min")
         try:
-            res = run_step(argv, left, env=env, log_prefix=str(run_dir / name))
+            res = run_step(argv, left, env=env, logs=RunPaths(run_dir).logs(name))
         except TimeLimitError as e:
             raise TimeLimitError(
                 f"time limit reached: the point's cluster.timeout_min={spec.cluster.timeout_min} ({limit_s:.1f} s) "
@@ -153,9 +149,10 @@ def run_point(point: dict[str, Any], run_dir: str) -> dict[str, Any]:
     from lustre.layout import Layout
 
     rd = Path(run_dir)
+    paths = RunPaths(rd)
     rd.mkdir(parents=True, exist_ok=True)
-    for stale in (RESULT, FAILURE):
-        (rd / stale).unlink(missing_ok=True)
+    for stale in paths.records:
+        stale.unlink(missing_ok=True)
     t0 = time.perf_counter()
     try:
         spec = PointSpec.from_dict(point)
@@ -166,40 +163,40 @@ def run_point(point: dict[str, Any], run_dir: str) -> dict[str, Any]:
             plan, Layout(spec.layout.stripe_count, spec.layout.stripe_size), generation_runner(spec, rd, deadline),
             spec.ranks,
         )
-        for stale in ("kernel-result.json", DAMAGED):  # only this run's kernel may leave one
-            (rd / stale).unlink(missing_ok=True)
-        kernel_spec = {"point": point, "plan": plan.to_dict(), "result_path": str(rd / "kernel-result.json")}
-        write_json_atomic(rd / "kernel.json", kernel_spec)
+        for stale in (paths.kernel_result, paths.damaged):  # only this run's kernel may leave one
+            stale.unlink(missing_ok=True)
+        kernel_spec = {"point": point, "plan": plan.to_dict(), "result_path": str(paths.kernel_result)}
+        write_json_atomic(paths.kernel_spec, kernel_spec)
         try:
             if spec.cluster.executor == "local":  # one measurement at a time on this machine, across sweeps too
                 from experiments.dataset import exclusive
 
-                with exclusive(Path(spec.data_root) / "runs" / ".local-measurement.lock"):
-                    step("experiments.kernel", [str(rd / "kernel.json")], spec.ranks, "kernel")
+                with exclusive(local_measurement_lock(spec.data_root)):
+                    step("experiments.kernel", [str(paths.kernel_spec)], spec.ranks, "kernel")
             else:
-                step("experiments.kernel", [str(rd / "kernel.json")], spec.ranks, "kernel")
+                step("experiments.kernel", [str(paths.kernel_spec)], spec.ranks, "kernel")
         except LaunchError as e:
-            if not (rd / DAMAGED).exists():
+            if not paths.damaged.exists():
                 raise
             from experiments.dataset import invalidate_dataset
 
-            moved = invalidate_dataset(plan, (rd / DAMAGED).read_text(errors="replace"))
+            moved = invalidate_dataset(plan, paths.damaged.read_text(errors="replace"))
             raise LaunchError(f"{e}\nthe dataset failed verification and was invalidated ({moved}): the next "
                               "run rebuilds it") from e
-        result = json.loads((rd / "kernel-result.json").read_text())
+        result = json.loads(paths.kernel_result.read_text())
     except DdlioError as e:
         rec = failure_record(point, f"{type(e).__name__}: {e}", run_dir=str(rd))
-        write_json_atomic(rd / FAILURE, rec)
+        write_json_atomic(paths.failure, rec)
         return rec
     except Exception as e:  # an unexpected bug still must not lose the point's config and error
         rec = failure_record(point, f"{type(e).__name__}: {e}\n{traceback.format_exc()}", run_dir=str(rd))
-        write_json_atomic(rd / FAILURE, rec)
+        write_json_atomic(paths.failure, rec)
         return rec
     except KeyboardInterrupt:  # SIGINT: Ctrl-C in the driver's terminal, or the executor's own time limit
         rec = failure_record(point, "interrupted (SIGINT: Ctrl-C, or the executor's time limit) after "
                              f"{time.perf_counter() - t0:.1f} s; a rerun measures the point again",
                              job_state="INTERRUPTED", run_dir=str(rd))
-        write_json_atomic(rd / FAILURE, rec)
+        write_json_atomic(paths.failure, rec)
         return rec
     manifest = info.manifest
     result.update(
@@ -219,12 +216,11 @@ def run_point(point: dict[str, Any], run_dir: str) -> dict[str, Any]:
         },
         point_seconds=time.perf_counter() - t0,
     )
-    write_json_atomic(rd / RESULT, result)
+    write_json_atomic(paths.result, result)
     return result
 
 
 # ----------------------------------------------------------------------------------------------- the driver
-JOB = "job.json"
 LOCAL_POLL_S = 0.05
 FILE_POLL_S = 0.5
 #: how often the driver looks at a Slurm sweep's run folders and asks sacct (stat load on a parallel file system)
@@ -299,17 +295,13 @@ class Follow:
 
 
 def run_dir_for(spec: PointSpec, store_id: str = "") -> Path:
-    """The point's run folder: ``data_root/runs/<store id>/<point key>``, so that stores (and their sweeps) that
-    share a data_root never share a run folder. Without a store id (stores of older ddlio recorded such run
-    folders, and they keep working): ``data_root/runs/<point key>``."""
-    return Path(spec.data_root) / "runs" / store_id / spec.point_key if store_id else \
-        Path(spec.data_root) / "runs" / spec.point_key
+    """The point's run folder (:meth:`RunPaths.of`)."""
+    return RunPaths.of(spec.data_root, spec.point_key, store_id).root
 
 
 def read_record(run_dir: Path) -> dict[str, Any] | None:
     """The result or failure record a job left in its run folder, if any."""
-    for name in (RESULT, FAILURE):
-        p = run_dir / name
+    for p in RunPaths(run_dir).records:
         try:
             return json.loads(p.read_text())
         except FileNotFoundError:
@@ -332,9 +324,10 @@ def _lost_job_error(spec: PointSpec, job_id: str, state: str, run_dir: Path, det
     from experiments.mpirun import failure_cause, read_log
 
     info = _job_info(run_dir)
-    folder = Path(info.get("folder", run_dir / "job"))
+    paths = RunPaths(run_dir)
+    folder = Path(info.get("folder", paths.job_folder))
     logs = sorted(folder.glob(f"{job_id}_*_log.err")) + sorted(folder.glob(f"{job_id}_*_log.out"))
-    logs += [run_dir / name for name in ("kernel.err", "kernel.out", "generate.err", "generate.out")]
+    logs += [log for step in ("kernel", "generate") for log in reversed(paths.logs(step))]
     texts = {log: read_log(log) for log in logs}
     cause = failure_cause(detail, *texts.values())
     parts = [f"job {job_id} ended {state} without a result" + (f": {cause}" if cause else "")]
@@ -359,7 +352,7 @@ def _with_slurm_state(record: dict[str, Any], job_id: str, state: str) -> dict[s
 
 def _job_info(run_dir: Path) -> dict[str, Any]:
     try:
-        return json.loads((run_dir / JOB).read_text())
+        return json.loads(RunPaths(run_dir).job.read_text())
     except (OSError, ValueError):
         return {}
 
@@ -367,12 +360,11 @@ def _job_info(run_dir: Path) -> dict[str, Any]:
 def _archive_outcome(rd: Path) -> None:
     """Move a previous attempt's outcome out of the way (into ``attempts/NNN/``), so that any result file found
     later is this submission's and nothing an earlier job wrote is ever deleted."""
-    old = [rd / n for n in (RESULT, FAILURE, "kernel-result.json", JOB, DAMAGED)] + sorted(rd.glob("trace-*.csv"))
-    old += [rd / f"{step}.{ext}" for step in ("generate", "kernel") for ext in ("out", "err")]
-    old = [p for p in old if p.exists()]
+    paths = RunPaths(rd)
+    old = paths.outcome()
     if not old:
         return
-    attempts = rd / "attempts"
+    attempts = paths.attempts
     n = len(list(attempts.glob("*"))) if attempts.exists() else 0
     dest = attempts / f"{n:03d}"
     dest.mkdir(parents=True, exist_ok=True)
@@ -395,15 +387,16 @@ def _prepare_run_dir(spec: PointSpec, store_id: str = "") -> Path:
     """Archive the point's previous outcome and write the standalone reproducer."""
     from experiments.slurm import render_sbatch, site_options
 
-    rd = run_dir_for(spec, store_id)
-    private_dir(Path(spec.data_root) / "runs")
+    paths = RunPaths.of(spec.data_root, spec.point_key, store_id)
+    rd = paths.root
+    private_dir(runs_dir(spec.data_root))
     rd.mkdir(parents=True, exist_ok=True)
     _archive_outcome(rd)
     c = spec.cluster
-    (rd / "repro.sbatch").write_text(render_sbatch(
+    paths.repro.write_text(render_sbatch(
         label=spec.label, run_dir=str(rd), nodes=spec.nodes, ppn=spec.ppn,
         time_min=max(1, int(-(-float(c.timeout_min) // 1))), launch=c.launch, python=sys.executable,
-        project_dir=str(PROJECT_DIR), kernel_spec=str(rd / "kernel.json"),
+        project_dir=str(PROJECT_DIR), kernel_spec=str(paths.kernel_spec),
         env={str(k): str(v) for k, v in c.env.items()}, **site_options(c),
     ))
     return rd
@@ -411,7 +404,7 @@ def _prepare_run_dir(spec: PointSpec, store_id: str = "") -> Path:
 
 def _note_submitted(driver: _Driver, spec: PointSpec, job_id: str, rd: Path, folder: Path, executor: str) -> None:
     """The scheduler accepted the point's job: note it in the run folder and the store (SUBMIT_OK)."""
-    write_json_atomic(rd / JOB, {"job_id": job_id, "folder": str(folder), "executor": executor,
+    write_json_atomic(RunPaths(rd).job, {"job_id": job_id, "folder": str(folder), "executor": executor,
                                  "submitted_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     driver.tracker.record_submitted(spec.to_dict(), job_id, str(rd))
     if driver.state(spec) is State.HELD:  # it was held by a site limit: a slot freed
@@ -726,13 +719,13 @@ def _run_local(specs: list[PointSpec], attach: list[Pending], driver: _Driver) -
         driver.finish(p.spec, record)
     for spec in specs:
         rd = _prepare_run_dir(spec, driver.store_id)
-        folder = rd / "job"
+        folder = RunPaths(rd).job_folder
         # the point keeps its own time limit (run_point); submitit's, a little later, is only a backstop
         executor = submitit.LocalExecutor(folder=folder, max_num_timeout=0)
         executor.update_parameters(timeout_min=float(spec.cluster.timeout_min) + LOCAL_BACKSTOP_MIN)
         t0 = time.perf_counter()
         folder.mkdir(parents=True, exist_ok=True)
-        with _output_to(folder / "controller.log"):  # submitit's controller writes its own tracebacks there
+        with _output_to(RunPaths(rd).controller_log):  # submitit's controller writes its own tracebacks there
             job = executor.submit(run_point, spec.to_dict(), str(rd))
         _note_submitted(driver, spec, str(job.job_id), rd, folder, "local")
         driver.report.submitted += 1
@@ -796,7 +789,7 @@ def _submit_chunk(group: list[PointSpec], driver: _Driver) -> list[Pending]:
     from experiments.slurm import make_executor
     from experiments.slurmstate import is_submit_limit
 
-    folder = Path(group[0].data_root) / "runs" / "_slurm"
+    folder = slurm_dir(group[0].data_root)
     executor = make_executor(group, folder)
     dirs = [_prepare_run_dir(s, driver.store_id) for s in group]
     try:
@@ -1074,12 +1067,13 @@ def dry_run(points: Sequence[PointSpec], echo: Callable[[str], None] = print, st
             from experiments.slurm import job_script
 
             echo("  the job script sbatch receives:")
-            echo("\n".join("  | " + ln for ln in job_script(group, Path(first.data_root) / "runs" / "_slurm")
+            echo("\n".join("  | " + ln for ln in job_script(group, slurm_dir(first.data_root))
                            .splitlines() if ln))
         for spec in group:
             step = spec.cluster.launch.format(ranks=spec.ranks, nodes=spec.nodes, ppn=spec.ppn)
             echo(f"  - {spec.label}  key {spec.point_key}  [{' '.join(spec.overrides) or 'defaults'}]")
-            echo(f"      kernel: {step} python -m experiments.kernel {run_dir_for(spec, store_id)}/kernel.json")
+            kernel = RunPaths.of(spec.data_root, spec.point_key, store_id).kernel_spec
+            echo(f"      kernel: {step} python -m experiments.kernel {kernel}")
 
 
 def new_sweep_id() -> str:
@@ -1089,7 +1083,7 @@ def new_sweep_id() -> str:
 def load_run_records(directory: str | os.PathLike) -> list[dict[str, Any]]:
     """Every result or failure record found below ``directory`` (for ``analysis ingest``)."""
     out = []
-    for name in (RESULT, FAILURE):
+    for name in RECORDS:
         for p in sorted(Path(directory).rglob(name)):
             try:
                 out.append(json.loads(p.read_text()))

@@ -112,14 +112,14 @@ def run_step(
     timeout_s: float,
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
-    log_prefix: str | None = None,
+    logs: tuple[str | os.PathLike, str | os.PathLike] | None = None,
 ) -> StepResult:
     """Run one MPI step to completion within ``timeout_s`` seconds; on time-out the whole process group is
     killed and a TimeLimitError raised (with the tail of what the step wrote). A non-zero exit is returned, not
     raised (the caller decides).
 
-    The step's stdout/stderr stream into ``log_prefix.out``/``.err`` as it runs (a temporary pair without a
-    prefix), so a job killed mid-step still leaves its ranks' last words.
+    The step's stdout/stderr stream into the files ``logs`` names (``(stdout, stderr)``; a temporary pair without
+    it) as it runs, so a job killed mid-step still leaves its ranks' last words.
     """
     import tempfile
 
@@ -129,10 +129,10 @@ def run_step(
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     full_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, full_env.get("PYTHONPATH", "")) if p)
     tmpdir = None
-    if log_prefix is None:
+    if logs is None:
         tmpdir = tempfile.mkdtemp(prefix="ddlio-step-")
-        log_prefix = os.path.join(tmpdir, "step")
-    out_path, err_path = f"{log_prefix}.out", f"{log_prefix}.err"
+        logs = (os.path.join(tmpdir, "step.out"), os.path.join(tmpdir, "step.err"))
+    out_path, err_path = os.fspath(logs[0]), os.fspath(logs[1])
 
     def tail(path: str) -> str:
         with open(path, errors="replace") as f:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.errors import LaunchError
+from experiments.runpaths import RunPaths
 from experiments.shell import export_line, quote, sbatch_flag
 from experiments.slurmstate import TERMINAL, WAITING, job_states  # noqa: F401  (job states live there)
 
@@ -166,7 +167,7 @@ def render_sbatch(
     ranks = nodes * ppn
     options: list[tuple[str, Any]] = [
         ("job_name", "ddlio-repro"), ("nodes", nodes), ("ntasks_per_node", ppn), ("time", time_min),
-        ("output", f"{run_dir}/repro-%j.out"), ("partition", partition), ("account", account), ("qos", qos),
+        ("output", RunPaths(Path(run_dir)).repro_output), ("partition", partition), ("account", account), ("qos", qos),
         ("constraint", constraint), *sorted((sbatch or {}).items()),
     ]
     directives = [sbatch_flag(k, v) for k, v in options if v is not None and v is not False and v != ""]
@@ -182,5 +183,5 @@ def render_sbatch(
         step=step,
         python=quote(python),
         kernel_spec=quote(kernel_spec),
-        result=quote(f"{run_dir}/repro-result-"),
+        result=quote(RunPaths(Path(run_dir)).repro_result_prefix),
     )
