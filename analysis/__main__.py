@@ -24,6 +24,9 @@ COMMANDS = {
     "export": ("analysis.export", "the points (or epochs) as CSV or Parquet"),
     "import-darshan": ("analysis.import_darshan", "store Darshan logs of real applications beside the points"),
 }
+#: the commands that write the store (open_store_for_writing: they create it, or upgrade an older one); every other
+#: command only reads it (open_store_for_reading: it never creates or alters a schema)
+WRITERS = ("ingest", "import-darshan")
 #: OS errors about a path the user gave (--db, --out, a directory): bad input, exit 2. FileNotFoundError also
 #: carries the store's "no results store at ...".
 _PATH_ERRORS = (FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import select
 
-from analysis.store import Epoch, Store
+from analysis.store import Epoch, StoreReader
 
 #: a first read is flagged when it differs from the repeats' mean by more than this many of their standard
 #: deviations, and by more than :data:`MIN_DIFFERENCE` of that mean
@@ -24,7 +24,7 @@ MIN_DIFFERENCE = 0.10
 MIN_REPEATS = 2
 
 
-def epoch_bandwidths(store: Store, point_keys: list[str]) -> pd.DataFrame:
+def epoch_bandwidths(store: StoreReader, point_keys: list[str]) -> pd.DataFrame:
     """``point_key, epoch, first_read, bandwidth_mib_s`` (MiB/s) of the given points' epochs."""
     cols = [Epoch.point_key, Epoch.epoch, Epoch.first_read, Epoch.bandwidth_mib_s]
     with store.session() as s:
@@ -72,7 +72,7 @@ def notes(frame: pd.DataFrame) -> list[str]:
     return out
 
 
-def store_notes(store: Store, points: pd.DataFrame) -> list[str]:
+def store_notes(store: StoreReader, points: pd.DataFrame) -> list[str]:
     """:func:`notes` for ``points`` (completed points of the store, after any filter)."""
     if points.empty:
         return []

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.store import Store
+from analysis.store import StoreReader
 from experiments.errors import DdlioError
 
 
-def export_frame(store: Store, table: str) -> pd.DataFrame:
-    """The ``points`` or ``epochs`` table of ``store`` (an :class:`analysis.store.Store`) as a flat frame."""
+def export_frame(store: StoreReader, table: str) -> pd.DataFrame:
+    """The ``points`` or ``epochs`` table of ``store`` (an :class:`analysis.store.StoreReader`) as a flat frame."""
     from sqlalchemy import Text, cast, select
 
     from analysis.query import epochs_frame
@@ -58,13 +58,13 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from analysis.store import open_store
+    from analysis.store import open_store_for_reading
 
     if args.format == "parquet" and not args.out:
         raise DdlioError("--format parquet needs --out FILE (Parquet is binary; it is not written to a terminal)")
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    df = export_frame(open_store(args.db), args.table)
+    df = export_frame(open_store_for_reading(args.db), args.table)
     where = write(df, args.format, args.out)
     if where != "stdout":
         print(f"{len(df)} {args.table} rows written to {where}", file=sys.stderr)

@@ -378,10 +378,10 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from analysis.query import analysis_frame, hist_frame, parse_where
-    from analysis.store import open_store
+    from analysis.store import open_store_for_reading
 
     where = parse_where(args.where)
-    store = open_store(args.db)
+    store = open_store_for_reading(args.db)
     points = analysis_frame(store, where)
     keys, hists = hist_frame(store, points["point_key"].tolist())
     out = Path(args.out)

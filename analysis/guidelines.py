@@ -446,7 +446,7 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from analysis.query import analysis_frame, parse_where
-    from analysis.store import open_store
+    from analysis.store import open_store_for_reading
     from experiments.errors import DdlioError
 
     if args.bootstrap < 100 or args.min_repeats < 2:
@@ -454,7 +454,7 @@ def main(args: argparse.Namespace) -> int:
                          "repetitions)")
     st = Settings(metric=args.metric, n_boot=args.bootstrap, seed=args.seed, min_repeats=args.min_repeats)
     where = parse_where(args.where)
-    store = open_store(args.db)
+    store = open_store_for_reading(args.db)
     points = analysis_frame(store, where)
     if points.empty:
         print("no completed points in the store (after --where): nothing to recommend", file=sys.stderr)

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 from analysis.darshan_log import read_log, workload_preset
-from analysis.store import open_store
+from analysis.store import open_store_for_writing
 from experiments.errors import DdlioError
 
 
@@ -32,7 +32,7 @@ def main(args: argparse.Namespace) -> int:
         if source is None:
             raise DdlioError("import-darshan: --workload-out needs a log with POSIX reads; none of these has any")
         preset = workload_preset(source, out.stem)
-    store = open_store(args.db, create=True)
+    store = open_store_for_writing(args.db)
     for rec in records:
         new = store.record_observed(rec)
         what = (f"{rec['posix_reads']} reads, {rec['posix_bytes_read']} bytes, {len(rec['files'])} files "

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from analysis.store import open_store
+from analysis.store import open_store_for_writing
 from experiments.errors import DdlioError
 from experiments.launch import load_run_records
 from experiments.runpaths import FAILURE, RESULT
@@ -45,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
     if not records:
         raise DdlioError(f"ingest: none of the {files} {RESULT}/{FAILURE} files below {d} is a readable ddlio "
                          "record: nothing to ingest, the store is left untouched")
-    store = open_store(args.db, create=True)
+    store = open_store_for_writing(args.db)
     new = sum(store.record(r) for r in records)
     print(
         f"{len(records)} records found below {args.directory}: "

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import select
 
-from analysis.store import Epoch, Point, Store
+from analysis.store import Epoch, Point, StoreReader
 from analysis.where import Filter
 
 #: The columns of ``summary`` (and of its csv), in order.
@@ -22,7 +22,7 @@ SUMMARY_COLUMNS = [
 ]
 
 
-def points_frame(store: Store, status: str | None = None) -> pd.DataFrame:
+def points_frame(store: StoreReader, status: str | None = None) -> pd.DataFrame:
     """One row per point with its config columns and whole-run figures (bytes, seconds, MiB/s, ops/s)."""
     cols = [c for c in Point.__table__.columns if c.name not in ("config", "result", "layout", "format_options")]
     stmt = select(*cols).order_by(Point.submitted_utc, Point.point_key)
@@ -33,7 +33,7 @@ def points_frame(store: Store, status: str | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[c.name for c in cols])
 
 
-def measurements_frame(store: Store, point_key: str | None = None) -> pd.DataFrame:
+def measurements_frame(store: StoreReader, point_key: str | None = None) -> pd.DataFrame:
     """The points' history: one row per outcome ever stored (completed or failed), oldest first, with
     ``current`` True for the one the point's row (and so every analysis) uses."""
     from analysis.store import Measurement
@@ -50,7 +50,7 @@ def measurements_frame(store: Store, point_key: str | None = None) -> pd.DataFra
     return df
 
 
-def epochs_frame(store: Store) -> pd.DataFrame:
+def epochs_frame(store: StoreReader) -> pd.DataFrame:
     """One row per (point, epoch) with the per-epoch aggregates, joined to the point's config columns."""
     ecols = [c for c in Epoch.__table__.columns if c.name not in ("hist", "rank_rows")]
     pcols = [Point.format, Point.access, Point.stripe_count, Point.nodes, Point.ranks, Point.repeat]
@@ -60,7 +60,7 @@ def epochs_frame(store: Store) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[c.name for c in ecols] + [c.name for c in pcols])
 
 
-def summary_frame(store: Store) -> pd.DataFrame:
+def summary_frame(store: StoreReader) -> pd.DataFrame:
     """The ``summary`` table: one row per point, :data:`SUMMARY_COLUMNS` in order."""
     df = points_frame(store)
     df["source"] = df["source"].fillna("ddlio")  # stores older than the column hold only ddlio's own points
@@ -93,7 +93,7 @@ def parse_where(where: str | Filter | None) -> Filter | None:
     return Filter.parse(where, ANALYSIS_COLUMNS) if where.strip() else None
 
 
-def analysis_frame(store: Store, where: str | Filter | None = None) -> pd.DataFrame:
+def analysis_frame(store: StoreReader, where: str | Filter | None = None) -> pd.DataFrame:
     """Completed points of sweeps (not observed runs, see :func:`observed_frame`), one row each:
     :data:`CONFIG_COLUMNS` (``format_options`` as JSON text), ``repeat``,
     :data:`METRIC_COLUMNS` and provenance columns; read in one SQL query (fast on 100,000 points).
@@ -121,7 +121,7 @@ def analysis_frame(store: Store, where: str | Filter | None = None) -> pd.DataFr
     return checked.apply(df) if checked else df
 
 
-def observed_frame(store: Store) -> pd.DataFrame:
+def observed_frame(store: StoreReader) -> pd.DataFrame:
     """Observed runs (imported Darshan logs, ``source = darshan``), one row each: label, job, ranks, format,
     access, stripe layout, files, POSIX reads, bytes and ``agg_perf_by_slowest_mib_s`` (MiB/s)."""
     cols = [Point.point_key, Point.label, Point.job_id, Point.ranks, Point.format, Point.access, Point.stripe_count,
@@ -151,7 +151,7 @@ def parse_hists(texts: list[str] | pd.Series) -> np.ndarray:
     return out
 
 
-def hist_frame(store: Store, point_keys: list[str] | None = None) -> tuple[pd.Series, np.ndarray]:
+def hist_frame(store: StoreReader, point_keys: list[str] | None = None) -> tuple[pd.Series, np.ndarray]:
     """Each completed point's read-latency histogram summed over its epochs: (point keys sorted, int64 matrix)."""
     from sqlalchemy import Text, cast
 
@@ -170,7 +170,7 @@ def hist_frame(store: Store, point_keys: list[str] | None = None) -> tuple[pd.Se
     return pd.Series(keys[starts], name="point_key"), summed
 
 
-def environments_frame(store: Store) -> pd.DataFrame:
+def environments_frame(store: StoreReader) -> pd.DataFrame:
     """The ``environments`` table with package versions as JSON text, one row per environment."""
     from sqlalchemy import Text, cast
 
@@ -182,7 +182,7 @@ def environments_frame(store: Store) -> pd.DataFrame:
         return pd.read_sql(stmt, conn)
 
 
-def _read(store: Store, stmt: Any) -> pd.DataFrame:
+def _read(store: StoreReader, stmt: Any) -> pd.DataFrame:
     """``stmt`` as a frame; on SQLite through the driver's own connection (5x faster than row objects on 100k rows)."""
     if store.engine.dialect.name == "sqlite":
         sql = str(stmt.compile(dialect=store.engine.dialect, compile_kwargs={"literal_binds": True}))

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.store import Store
+from analysis.store import StoreReader
 
 #: Most configuration rows shown in the report's table (the rest are counted, and in `export`).
 MAX_CONFIG_ROWS = 400
@@ -58,7 +58,7 @@ def html_table(df: pd.DataFrame, row_class: pd.Series | None = None) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def sweeps_frame(store: Store) -> pd.DataFrame:
+def sweeps_frame(store: StoreReader) -> pd.DataFrame:
     """The ``sweeps`` table: id, start/finish (UTC), the command line, host and point counts."""
     from sqlalchemy import Text, cast, select
 
@@ -74,7 +74,7 @@ def sweeps_frame(store: Store) -> pd.DataFrame:
     return df
 
 
-def layouts_frame(store: Store) -> pd.DataFrame:
+def layouts_frame(store: StoreReader) -> pd.DataFrame:
     """File systems and Lustre layouts of the completed points: fs_type, striping applicable, requested and applied
     layout (JSON), the reason when not applied, and how many points share it."""
     from sqlalchemy import Text, cast, select
@@ -98,7 +98,7 @@ def layouts_frame(store: Store) -> pd.DataFrame:
     return df.fillna({"fs_type": "unknown"}).groupby(keys, dropna=False).size().rename("points").reset_index()
 
 
-def provenance_frame(store: Store) -> pd.DataFrame:
+def provenance_frame(store: StoreReader) -> pd.DataFrame:
     """One row per environment: host, OS, git commit (+dirty), and every recorded package version."""
     from analysis.query import environments_frame
 
@@ -116,7 +116,7 @@ def _verdict_class(v: pd.Series) -> pd.Series:
     return v.map({"recommend": "recommend", "keep baseline": "keep"}).fillna("undecided")
 
 
-def build_report(store: Store, where: str | None = None, title: str = "ddlio report",
+def build_report(store: StoreReader, where: str | None = None, title: str = "ddlio report",
                  db_name: str = "") -> str:
     """The whole report as one HTML string (figures embedded as base64 PNG)."""
     from analysis import frames as F
@@ -221,10 +221,10 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from analysis.query import parse_where
-    from analysis.store import describe, open_store
+    from analysis.store import describe, open_store_for_reading
 
     parse_where(args.where)  # a refused filter is named before the store is opened
-    store = open_store(args.db)
+    store = open_store_for_reading(args.db)
     text = build_report(store, args.where, args.title, db_name=describe(store.url))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

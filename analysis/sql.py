@@ -77,9 +77,9 @@ def run_query(db: str, sql: str) -> pd.DataFrame:
     from sqlalchemy import text
     from sqlalchemy.exc import SQLAlchemyError
 
-    from analysis.store import open_store
+    from analysis.store import open_store_for_reading
 
-    engine = open_store(db).engine  # checked, and opened read-only
+    engine = open_store_for_reading(db).engine  # checked, and opened read-only
     try:
         with engine.connect() as conn:
             if engine.dialect.name in ("postgresql", "mysql", "mariadb"):

@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from analysis.store import Point, Sweep, SweepPoint, open_store
+from analysis.store import Point, Sweep, SweepPoint, open_store_for_reading
 
 
 def setup_parser(parser: argparse.ArgumentParser) -> None:
@@ -17,7 +17,7 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    store = open_store(args.db)
+    store = open_store_for_reading(args.db)
     with store.session() as s:
         stmt = select(Sweep).order_by(Sweep.started_utc)
         if args.sweep:

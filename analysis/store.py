@@ -314,30 +314,77 @@ def _json_safe(obj: Any) -> Any:
     return obj
 
 
-class Store:
-    """The results store; also the :class:`experiments.launch.Tracker` the driver hands to ``launch``."""
+class StoreReader:
+    """The results store opened for reading: what every ``python -m analysis`` command but ``ingest`` and
+    ``import-darshan`` opens. SQLite is opened ``mode=ro`` with ``query_only``, PostgreSQL sessions are READ ONLY;
+    it never creates, upgrades or writes the store, and has no method that would. A store it cannot read as it is
+    (none yet, an older schema version, a newer one) is refused by :func:`check_store` with one
+    :class:`StoreError` that says what to do. :class:`Store` is the writer."""
 
-    def __init__(self, db: str, create: bool = True) -> None:
-        """Open the store ``db`` (a SQLite path or a SQLAlchemy URL). ``create``: a writer, which creates the store
-        or upgrades an older one; otherwise read-only (SQLite ``mode=ro``, PostgreSQL READ ONLY transactions), never
-        changing the schema. Everything is checked first (:func:`check_store`); problems raise :class:`StoreError`."""
-        self.version = check_store(db, write=create)
-        url = _parse(db)
-        self.url = url
-        self.read_only = not create
-        if create and url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
-            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
-        self.engine: Engine = _engine(url, read_only=not create)
-        if create:
-            with _db_errors(url):
-                upgrade_schema(self.engine)
-            self.version = SCHEMA_VERSION
-        self.sweep_id: str | None = None
+    read_only = True
+
+    def __init__(self, db: str) -> None:
+        """Open the store ``db`` (a SQLite path or a SQLAlchemy URL) read-only, after :func:`check_store` found it
+        readable as it is."""
+        self.version = check_store(db, write=False)
+        self.url: URL = _parse(db)
+        self.engine: Engine = _engine(self.url, read_only=True)
 
     @property
     def store_id(self) -> str:
         """A short id of this store (see :func:`store_id`): its run folders live under ``data_root/runs/<id>/``."""
         return _url_id(self.url)
+
+    def lookup(self, point_key: str) -> dict[str, Any] | None:
+        """The stored state of a point, or None: ``status``, ``job_id``, ``run_dir``, ``pending`` (a job went out
+        and its outcome is not stored yet), ``attempts``, ``finished_utc``, ``error``, ``job_state``, the totals
+        a progress line shows (``bandwidth_mib_s``, ``iops``, ``cache``) and the claim (``claim_token``,
+        ``claim_host``, ``claim_pid``, ``claim_utc``)."""
+        cols = (Point.status, Point.job_id, Point.run_dir, Point.pending, Point.attempts, Point.finished_utc,
+                Point.error, Point.job_state, Point.bandwidth_mib_s, Point.iops, Point.cache, Point.claim_token,
+                Point.claim_host, Point.claim_pid, Point.claim_utc)
+        with Session(self.engine) as s:
+            row = s.execute(select(*cols).where(Point.point_key == point_key)).mappings().first()
+        if row is None:
+            return None
+        return {**row, "pending": bool(row["pending"])}
+
+    def is_done(self, point_key: str) -> bool:
+        with Session(self.engine) as s:
+            return s.scalar(select(Point.status).where(Point.point_key == point_key)) == "completed"
+
+    def history(self, point_key: str) -> list[dict[str, Any]]:
+        """Every outcome stored for a point, oldest first (``measurements`` rows without their full record)."""
+        cols = [c for c in Measurement.__table__.columns if c.name != "record"]
+        with Session(self.engine) as s:
+            rows = s.execute(select(*cols).where(Measurement.point_key == point_key)
+                             .order_by(Measurement.id)).mappings().all()
+        return [dict(r) for r in rows]
+
+    def session(self) -> Session:
+        return Session(self.engine)
+
+
+class Store(StoreReader):
+    """The results store opened for writing: sweeps, ``analysis ingest`` and ``analysis import-darshan``. Opening it
+    creates the store, or upgrades one written by an older ddlio; it is also the :class:`experiments.launch.Tracker`
+    the driver hands to ``launch``."""
+
+    read_only = False
+
+    def __init__(self, db: str) -> None:
+        """Open the store ``db`` (a SQLite path or a SQLAlchemy URL) for writing: everything is checked first
+        (:func:`check_store`), then the store is created or upgraded; problems raise :class:`StoreError`."""
+        self.version = check_store(db, write=True)
+        url = _parse(db)
+        self.url = url
+        if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        self.engine = _engine(url, read_only=False)
+        with _db_errors(url):
+            upgrade_schema(self.engine)
+        self.version = SCHEMA_VERSION
+        self.sweep_id: str | None = None
 
     # ------------------------------------------------------------------------------------------- sweeps
     def begin_sweep(self, sweep_id: str, argv: list[str], points: list[dict[str, Any]], skip: set[str]) -> None:
@@ -357,21 +404,6 @@ class Store:
             sw = s.get(Sweep, self.sweep_id)
             if sw is not None:
                 sw.finished_utc, sw.n_completed, sw.n_failed = _now(), completed, failed
-
-    # ------------------------------------------------------------------------------------------ tracker
-    def lookup(self, point_key: str) -> dict[str, Any] | None:
-        """The stored state of a point, or None: ``status``, ``job_id``, ``run_dir``, ``pending`` (a job went out
-        and its outcome is not stored yet), ``attempts``, ``finished_utc``, ``error``, ``job_state``, the totals
-        a progress line shows (``bandwidth_mib_s``, ``iops``, ``cache``) and the claim (``claim_token``,
-        ``claim_host``, ``claim_pid``, ``claim_utc``)."""
-        cols = (Point.status, Point.job_id, Point.run_dir, Point.pending, Point.attempts, Point.finished_utc,
-                Point.error, Point.job_state, Point.bandwidth_mib_s, Point.iops, Point.cache, Point.claim_token,
-                Point.claim_host, Point.claim_pid, Point.claim_utc)
-        with Session(self.engine) as s:
-            row = s.execute(select(*cols).where(Point.point_key == point_key)).mappings().first()
-        if row is None:
-            return None
-        return {**row, "pending": bool(row["pending"])}
 
     # ------------------------------------------------------------------------------------------- claims
     def claim(self, point: dict[str, Any], token: str, host: str, pid: int, takeover: str | None = None) -> bool:
@@ -437,10 +469,6 @@ class Store:
         except IntegrityError:
             pass
         return env_id
-
-    def is_done(self, point_key: str) -> bool:
-        with Session(self.engine) as s:
-            return s.scalar(select(Point.status).where(Point.point_key == point_key)) == "completed"
 
     def _point_row(self, s: Session, p: dict[str, Any]) -> Point:
         row = s.get(Point, p["point_key"])
@@ -565,14 +593,6 @@ class Store:
             setattr(row, col, None)
         row.epoch_rows.clear()
 
-    def history(self, point_key: str) -> list[dict[str, Any]]:
-        """Every outcome stored for a point, oldest first (``measurements`` rows without their full record)."""
-        cols = [c for c in Measurement.__table__.columns if c.name != "record"]
-        with Session(self.engine) as s:
-            rows = s.execute(select(*cols).where(Measurement.point_key == point_key)
-                             .order_by(Measurement.id)).mappings().all()
-        return [dict(r) for r in rows]
-
     def _store_result(self, s: Session, row: Point, rec: dict[str, Any], finished: dt.datetime | None,
                       env_id: str | None) -> None:
         totals = rec["totals"]
@@ -656,10 +676,6 @@ class Store:
         row.overlapping = len(others)
         for o in others:
             o.overlapping = (o.overlapping or 0) + 1
-
-    # --------------------------------------------------------------------------------------------- reads
-    def session(self) -> Session:
-        return Session(self.engine)
 
 
 # ------------------------------------------------------------------------------------- the store's URL
@@ -1005,6 +1021,13 @@ def default_db() -> str:
     return "results.db"
 
 
-def open_store(db: str | None, create: bool = False) -> Store:
-    """Open the store named by ``db`` (or :func:`default_db`): read-only unless ``create`` (writers only)."""
-    return Store(db or default_db(), create=create)
+def open_store_for_reading(db: str | None = None) -> StoreReader:
+    """Open the store named by ``db`` (or :func:`default_db`) for a command that only reads it
+    (:class:`StoreReader`: never creates or alters a schema)."""
+    return StoreReader(db or default_db())
+
+
+def open_store_for_writing(db: str | None = None) -> Store:
+    """Open the store named by ``db`` (or :func:`default_db`) for a writer (:class:`Store`: creates the store or
+    upgrades an older one)."""
+    return Store(db or default_db())

@@ -7,7 +7,7 @@ import sys
 
 from analysis.below import store_notes
 from analysis.query import analysis_frame, summary_frame
-from analysis.store import open_store
+from analysis.store import open_store_for_reading
 
 SHORT = ["status", "label", "repeat", "bytes_read", "bandwidth_mib_s", "iops", "io_time_slowest_s",
          "wall_time_s", "cache", "first_read", "error"]
@@ -20,7 +20,7 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    store = open_store(args.db)
+    store = open_store_for_reading(args.db)
     df = summary_frame(store)
     if args.format == "csv":
         df.to_csv(sys.stdout, index=False)

@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     from analysis import guidelines as G
     from analysis.figures import plan_figures, render
     from analysis.query import analysis_frame, hist_frame
-    from analysis.store import open_store
+    from analysis.store import open_store_for_reading
 
     with tempfile.TemporaryDirectory(prefix="ddlio-scale-") as tmp:
         root = Path(args.keep or tmp)
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         db.unlink(missing_ok=True)
         t_build = build(db, args.points)
         print(f"built {db} with {args.points} points in {t_build:.1f} s (not timed below)", file=sys.stderr)
-        store = open_store(str(db))
+        store = open_store_for_reading(str(db))
         import matplotlib  # imported once up front so no step is charged for it
 
         del matplotlib

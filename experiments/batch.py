@@ -157,10 +157,10 @@ def run_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], cwd: s
             raise ConfigError(unrunnable)
         return [Outcome(s, "planned") for s in batch.specs]
 
-    from analysis.store import Store
+    from analysis.store import open_store_for_writing
     from experiments.launch import launch, new_sweep_id
 
-    store = Store(db)
+    store = open_store_for_writing(db)
     fresh = [s for s in specs if s.point_key not in tried]
     if fresh:
         force = any(s.force for s in fresh)

@@ -15,7 +15,7 @@ darshan = pytest.importorskip("darshan", reason="pydarshan is not installed: pip
 from analysis import import_darshan  # noqa: E402
 from analysis.__main__ import main as analysis_main  # noqa: E402
 from analysis.query import analysis_frame, summary_frame  # noqa: E402
-from analysis.store import Store  # noqa: E402
+from analysis.store import StoreReader  # noqa: E402
 from helpers import point  # noqa: E402
 
 BASE = Path(darshan.__file__).parent
@@ -51,7 +51,7 @@ def test_every_example_log_is_stored_with_darshans_own_agg_perf_by_slowest(tmp_p
     assert run(*map(str, LOGS), "--db", str(db)) == 0
     out = capsys.readouterr().out
     assert "noposix.darshan" in out and "missing from this log: POSIX records" in out
-    df = summary_frame(Store(str(db), create=False))
+    df = summary_frame(StoreReader(str(db)))
     assert set(df["source"]) == {"darshan"} and set(df["status"]) == {"completed"}
     with sqlite3.connect(db) as c:
         stored = dict(c.execute("select run_dir, agg_perf_by_slowest_mib_s from points").fetchall())
@@ -70,14 +70,14 @@ def test_every_example_log_is_stored_with_darshans_own_agg_perf_by_slowest(tmp_p
     # importing again stores nothing twice
     n = len(df)
     assert run(str(LOGS[0]), "--db", str(db)) == 0 and "already in the store" in capsys.readouterr().out
-    assert len(summary_frame(Store(str(db), create=False))) == n
+    assert len(summary_frame(StoreReader(str(db)))) == n
 
 
 def test_a_shared_file_log_is_shared_with_its_size_histogram(tmp_path):
     db = tmp_path / "r.db"
     log = BASE / "examples/example_logs/ior_hdf5_example.darshan"
     assert run(str(log), "--db", str(db)) == 0
-    row = summary_frame(Store(str(db), create=False)).iloc[0]
+    row = summary_frame(StoreReader(str(db))).iloc[0]
     assert (row.access, row.format, row.source) == ("shared", "hdf5", "darshan")
     assert row.posix_reads > 0 and row.posix_bytes_read > 0
     with sqlite3.connect(db) as c:
@@ -96,7 +96,7 @@ def test_observed_points_stay_out_of_the_emulated_analysis_and_are_in_the_report
     db = tmp_path / "r.db"
     log = BASE / "examples/example_logs/ior_hdf5_example.darshan"
     assert run(str(log), "--db", str(db)) == 0
-    store = Store(str(db), create=False)
+    store = StoreReader(str(db))
     assert analysis_frame(store).empty  # figures and guidelines compare sweep points only
     html = build_report(store)
     assert "Observed runs (1; imported Darshan logs, not emulated)" in html and "observed: " in html

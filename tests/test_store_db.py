@@ -20,8 +20,8 @@ from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
 from test_store import fake_result
 
-from analysis.store import SCHEMA_VERSION, Base, Store, StoreError, check_store, db_url, open_store
-from conftest import cli_env
+from analysis.store import SCHEMA_VERSION, Base, Store, StoreError, check_store, db_url, open_store_for_reading
+from conftest import ROOT, cli_env
 from helpers import point
 
 
@@ -242,7 +242,40 @@ def test_a_store_from_before_versions_is_version_1_read_as_is_and_upgraded_by_a_
         assert c.execute("select value from ddlio_meta where key = 'schema_version'").fetchone() == (
             str(SCHEMA_VERSION),)
         assert "max_rss_kib" in [r[1] for r in c.execute("pragma table_info(points)")]
-    assert open_store(str(db)).version == SCHEMA_VERSION
+    assert open_store_for_reading(str(db)).version == SCHEMA_VERSION
+
+
+#: every command that only reads the store, with the arguments it needs (its outputs under the test's tmp_path)
+READERS = {"summary": [], "status": [], "figures": ["--out", "figs"], "guidelines": [], "report": ["--out", "r.html"],
+           "query": ["SELECT count(*) FROM points"], "export": ["--out", "points.csv"]}
+
+
+def test_every_command_but_the_writers_only_reads():
+    from analysis.__main__ import COMMANDS, WRITERS
+
+    assert sorted(READERS) == sorted(set(COMMANDS) - set(WRITERS))
+    for name, (module, _) in COMMANDS.items():
+        text = (ROOT / (module.replace(".", "/") + ".py")).read_text()
+        assert ("open_store_for_writing" in text) == (name in WRITERS), name
+        assert "Store(" not in text, name  # a reader opens the store through open_store_for_reading only
+
+
+@pytest.mark.parametrize("command", sorted(READERS))
+def test_a_read_command_leaves_an_older_store_as_it_is_and_says_what_to_do(analysis, tmp_path, command):
+    db = tmp_path / "v1.db"
+    _make_v1(db)
+    with sqlite3.connect(db) as c:
+        c.execute("ALTER TABLE points DROP COLUMN max_rss_kib")  # a column added after version 1
+    before = _digest(db)
+    (tmp_path / "tmp").mkdir()  # the subprocess's TMPDIR (conftest.cli_env)
+    listing = sorted(p.name for p in tmp_path.iterdir())
+    p = analysis(command, *READERS[command], "--db", str(db))
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stderr.strip().splitlines() == [p.stderr.strip()]  # one line
+    assert "has schema version 1; this ddlio reads version" in p.stderr
+    assert "upgrade it by running a writer on it once (python -m analysis ingest" in p.stderr
+    assert _digest(db) == before
+    assert sorted(x.name for x in tmp_path.iterdir()) == listing  # nothing written
 
 
 def test_readers_read_a_complete_version_1_store_without_changing_it(analysis, tmp_path):
@@ -259,7 +292,7 @@ def test_readers_read_a_complete_version_1_store_without_changing_it(analysis, t
 def test_a_reader_opens_sqlite_read_only(tmp_path):
     db = tmp_path / "r.db"
     Store(str(db))
-    store = open_store(str(db))
+    store = open_store_for_reading(str(db))
     assert store.read_only
     with pytest.raises(Exception, match="readonly|read-only|query_only"), store.engine.begin() as c:
         c.execute(text("DELETE FROM points"))
@@ -296,13 +329,13 @@ def _create_concurrently(db: str, tmp_path: Path, n: int = 6) -> None:
 def test_writers_creating_a_sqlite_store_at_once(tmp_path):
     db = str(tmp_path / "r.db")
     _create_concurrently(db, tmp_path)
-    assert open_store(db).version == SCHEMA_VERSION
+    assert open_store_for_reading(db).version == SCHEMA_VERSION
 
 
 @pytest.mark.postgres
 def test_writers_creating_a_postgresql_store_at_once(pg_url, tmp_path):
     _create_concurrently(pg_url, tmp_path)
-    store = open_store(pg_url)
+    store = open_store_for_reading(pg_url)
     assert store.version == SCHEMA_VERSION
     store.engine.dispose()
 
@@ -311,9 +344,9 @@ def test_writers_creating_a_postgresql_store_at_once(pg_url, tmp_path):
 @pytest.mark.postgres
 def test_postgresql_checks(pg_url, tmp_path):
     with pytest.raises(StoreError, match="no ddlio tables"):
-        open_store(pg_url)  # a reader never creates
+        open_store_for_reading(pg_url)  # a reader never creates
     Store(pg_url).engine.dispose()
-    reader = open_store(pg_url)
+    reader = open_store_for_reading(pg_url)
     with pytest.raises(Exception, match="read-only transaction"), reader.engine.begin() as c:
         c.execute(text("DELETE FROM points"))
     reader.engine.dispose()

@@ -140,7 +140,7 @@ class DdlioSummary(Callback):
 def print_best(done: list[tuple[list[str], Any]], objective: str, echo: Any = print) -> None:
     """Print the best completed point of ``done`` ((overrides, Outcome) pairs), with the evidence the store
     holds for it."""
-    from analysis.store import Store
+    from analysis.store import open_store_for_reading
     from experiments.batch import interval, repetitions
 
     overrides, best = max(done, key=lambda d: d[1].value)
@@ -148,7 +148,7 @@ def print_best(done: list[tuple[list[str], Any]], objective: str, echo: Any = pr
     shown = [o for o in overrides if not o.startswith(("data_root=", "db="))]
     echo(f"best of {distinct} configurations by {objective} (maximised): {best.value:.4g}")
     echo(f"  {' '.join(shown) or '(defaults)'}    ({best.spec.label}, point {best.spec.point_key})")
-    reps = repetitions(Store(best.db or best.spec.db), best.spec, objective)
+    reps = repetitions(open_store_for_reading(best.db or best.spec.db), best.spec, objective)
     if len(reps) > 1:
         lo, hi = interval(list(reps.values()))
         mean = sum(reps.values()) / len(reps)
