@@ -480,7 +480,7 @@ class Store(StoreReader):
                 setattr(row, col, p[key])
         row.label = _label(p)
         row.source = "ddlio"
-        row.cluster = str(p.get("cluster", {}).get("name", "local"))
+        row.cluster = str(p["cluster"]["name"])  # every stored form of a point has its cluster's name
         row.config = mask_any(p)  # a point written by an older ddlio may carry a db password: never stored
         return row
 
