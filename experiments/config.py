@@ -349,7 +349,7 @@ class WorkloadSpec:
     prefetch: int = 2
     # write every rank's operations to trace files in the run folder
     trace: bool = False
-    # cache=cold: one untimed read of a fresh dataset before its first measured epoch
+    # cache=cold: settle a fresh dataset with untimed reads before its first measured epoch
     settle: bool = False
     # cache=storage_cold: bytes of the flush file read before each epoch (0 otherwise)
     flush_size: int = 0
