@@ -76,6 +76,7 @@ def point(data: Path, fmt: str, total: int, sample_size: int, files: int, ppn: i
 
 
 from experiments.dataset import DatasetPlan  # noqa: E402
+from experiments.runpaths import runs_dir  # noqa: E402
 
 
 def cpu_seconds() -> float:
@@ -97,7 +98,7 @@ def generate(spec: Any, run_dir: Path) -> tuple[float, int, int, int, float]:
     os.sync()
     run = generation_runner(spec, run_dir)
     t, cpu = time.perf_counter(), cpu_seconds()
-    info = ensure_dataset(plan, Layout(spec.stripe_count, spec.stripe_size), run, spec.ranks)
+    info = ensure_dataset(plan, Layout(spec.layout.stripe_count, spec.layout.stripe_size), run, spec.ranks)
     seconds, cpu = time.perf_counter() - t, cpu_seconds() - cpu
     if not info.generated:
         raise SystemExit(f"{plan.directory}: the dataset was reused, not generated")
@@ -196,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             run_fio(data / "fio", size, bs, args.fio_jobs)
             for f in sorted(formats, key=lambda f: f in IMAGES):
                 time.sleep(args.settle)
-                s, nbytes, payload, ranks[f], cpu = generate(specs[f], data / "runs" / f)
+                s, nbytes, payload, ranks[f], cpu = generate(specs[f], runs_dir(data) / f)
                 gen_cpu[f].append(cpu / (nbytes / 2**30))
                 disk[f] = nbytes
                 gen[f].append((payload if f in IMAGES else nbytes) / s / MIB)
