@@ -131,7 +131,8 @@ def measure(model: Any, x: Any, y: Any, steps: int, warmup: int) -> tuple[list[f
         model.train_on_batch(x, y)
         times.append(time.perf_counter() - t)
     c1 = os.times()
-    return times, c1.user + c1.system - c0.user - c0.system
+    # os.times() is in clock ticks as floats: a tiny model's difference can round to -4e-16
+    return times, max(0.0, (c1.user - c0.user) + (c1.system - c0.system))
 
 
 def calibrate(spec: str, batch: int, shape: tuple[int, ...], steps: int = 30, warmup: int = 3,
