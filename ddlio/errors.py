@@ -42,6 +42,11 @@ class LaunchError(DdlioError):
     """A job or an MPI step could not be started, or ended badly (wraps what the launcher said)."""
 
 
+class StartTimeoutError(LaunchError):
+    """An MPI step's ranks did not all get through MPI start-up (``MPI_Init`` and a first barrier) in time; the
+    step was killed before it did anything."""
+
+
 class TimeLimitError(LaunchError):
     """A point ran out of its time limit (``cluster.timeout_min``); the step that was running was killed."""
 

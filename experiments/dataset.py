@@ -217,7 +217,10 @@ def generate_here(plan_path: str | os.PathLike, env: Mapping[str, str] | None = 
 def _mpi_main(plan_path: str) -> int:
     from mpi4py import MPI
 
+    from experiments.mpirun import announce_started
+
     comm = MPI.COMM_WORLD
+    announce_started(comm)
     plan = DatasetPlan.from_dict(json.loads(Path(plan_path).read_text()))
     try:
         generate_files(plan, comm.rank, comm.size)

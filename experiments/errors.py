@@ -9,8 +9,9 @@ from ddlio.errors import (
     KernelError,
     LaunchError,
     LayoutError,
+    StartTimeoutError,
     TimeLimitError,
 )
 
 __all__ = ["ConfigError", "DatasetError", "DdlioError", "FormatError", "KernelError", "LaunchError", "LayoutError",
-           "TimeLimitError"]
+           "StartTimeoutError", "TimeLimitError"]

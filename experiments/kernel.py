@@ -733,7 +733,10 @@ def main(argv: list[str]) -> int:
         spec["trace_prefix"] = Path(argv[2]).stem + "-"
     from mpi4py import MPI
 
+    from experiments.mpirun import announce_started
+
     rank = MPI.COMM_WORLD.rank
+    announce_started(MPI.COMM_WORLD)
     try:
         result = run(spec)
     except KernelError as e:

@@ -65,12 +65,14 @@ def _step_runner(spec: PointSpec, run_dir: Path, deadline: float | None = None
                  ) -> Callable[[str, list[str], int, str], None]:
     """Run MPI steps of a point; every step gets what is left of the point's time limit (``deadline``, on the
     ``time.monotonic`` clock; default: the whole ``cluster.timeout_min`` from now)."""
-    from experiments.errors import TimeLimitError
+    from experiments.errors import StartTimeoutError, TimeLimitError
     from experiments.mpirun import headline, launch_argv, run_step
 
     limit_s = float(spec.cluster.timeout_min) * 60
     deadline = time.monotonic() + limit_s if deadline is None else deadline
     env = {str(k): str(v) for k, v in spec.cluster.env.items()}
+    # every rank is through MPI start-up within a second or two; a start that takes hang_timeout_s has hung
+    start_s = float(spec.cluster.hang_timeout_s)
 
     def step(module: str, args: list[str], ranks: int, name: str) -> None:
         nodes = min(spec.nodes, ranks)
@@ -79,8 +81,21 @@ def _step_runner(spec: PointSpec, run_dir: Path, deadline: float | None = None
         if left <= 0:
             raise TimeLimitError(f"time limit reached before the {name} step: the point's cluster.timeout_min="
                                  f"{spec.cluster.timeout_min} ({limit_s:.1f} s) ran out; raise cluster.timeout_min")
+        paths = RunPaths(run_dir)
         try:
-            res = run_step(argv, left, env=env, logs=RunPaths(run_dir).logs(name))
+            for attempt in (1, 2):  # a step whose ranks hang in MPI start-up is started once more
+                try:
+                    res = run_step(argv, left, env=env, logs=paths.logs(name), started=paths.started(name),
+                                   start_timeout_s=start_s)
+                    break
+                except StartTimeoutError as e:
+                    left = deadline - time.monotonic()
+                    if attempt == 2 or left <= start_s:
+                        raise LaunchError(f"{name} step failed: {e}\nstarted twice; the ranks never all got "
+                                          "through MPI start-up (check cluster.launch and the MPI's process "
+                                          "manager)") from None
+                    print(f"ddlio: {name} step: {str(e).splitlines()[0]}; killed and started once more",
+                          file=sys.stderr, flush=True)
         except TimeLimitError as e:
             raise TimeLimitError(
                 f"time limit reached: the point's cluster.timeout_min={spec.cluster.timeout_min} ({limit_s:.1f} s) "

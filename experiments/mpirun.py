@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -12,7 +13,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from experiments.errors import LaunchError, TimeLimitError
+from experiments.errors import LaunchError, StartTimeoutError, TimeLimitError
+
+#: the environment variable that names the file rank 0 creates once every rank is through MPI start-up
+STARTED_ENV = "DDLIO_STEP_STARTED"
 
 
 @dataclass
@@ -26,6 +30,17 @@ class StepResult:
     stderr_tail: str
     #: what ended the step, found anywhere in its output (see :func:`failure_cause`), or None
     cause: str | None = None
+
+
+def announce_started(comm: object) -> None:
+    """In an MPI step's ranks, right after MPI start-up: wait until every rank is through it (a barrier), then
+    rank 0 creates the file :data:`STARTED_ENV` names, which tells :func:`run_step`'s watchdog that the step
+    started. Without the variable (a reproducer run by hand) only the barrier."""
+    comm.Barrier()  # type: ignore[attr-defined]
+    path = os.environ.get(STARTED_ENV)
+    if path and comm.rank == 0:  # type: ignore[attr-defined]
+        with open(path, "w") as f:
+            f.write(f"{time.time():.3f}\n")
 
 
 def launch_argv(launch: str, ranks: int, nodes: int, ppn: int, module: str, args: list[str]) -> list[str]:
@@ -107,12 +122,25 @@ def _tail(text: str, lines: int = 30) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
+def _watch_start(proc: subprocess.Popen, started: str | os.PathLike, start_timeout_s: float, t0: float) -> None:
+    """Return once ``started`` exists or the step has ended; StartTimeoutError once ``start_timeout_s`` seconds
+    (from ``t0``, perf_counter) have passed without either."""
+    while proc.poll() is None and not os.path.exists(started):
+        waited = time.perf_counter() - t0
+        if waited >= start_timeout_s:
+            raise StartTimeoutError(f"the MPI step's ranks were not all through MPI start-up after {waited:.0f} s "
+                                    "(cluster.hang_timeout_s)")
+        time.sleep(min(0.1, start_timeout_s - waited))
+
+
 def run_step(
     argv: list[str],
     timeout_s: float,
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
     logs: tuple[str | os.PathLike, str | os.PathLike] | None = None,
+    started: str | os.PathLike | None = None,
+    start_timeout_s: float | None = None,
 ) -> StepResult:
     """Run one MPI step to completion within ``timeout_s`` seconds; on time-out the whole process group is
     killed and a TimeLimitError raised (with the tail of what the step wrote). A non-zero exit is returned, not
@@ -120,6 +148,11 @@ def run_step(
 
     The step's stdout/stderr stream into the files ``logs`` names (``(stdout, stderr)``; a temporary pair without
     it) as it runs, so a job killed mid-step still leaves its ranks' last words.
+
+    With ``started`` (a file path; the ranks must call :func:`announce_started`) and ``start_timeout_s``: a step
+    whose rank 0 has not created that file within ``start_timeout_s`` seconds is killed and StartTimeoutError raised
+    (its ranks never all got through MPI start-up: a lost rank, or a launcher and a process manager that hang in
+    their start-up protocol), instead of holding its nodes until the time limit.
     """
     import tempfile
 
@@ -141,9 +174,19 @@ def run_step(
     t0 = time.perf_counter()
     try:
         with open(out_path, "w") as out, open(err_path, "w") as err:
+            if started is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(started)  # an earlier attempt's mark says nothing about this one
+                full_env[STARTED_ENV] = os.fspath(started)
             proc = subprocess.Popen(argv, stdout=out, stderr=err, env=full_env, cwd=cwd, start_new_session=True)
             try:
-                proc.wait(timeout=timeout_s)
+                if started is not None and start_timeout_s is not None and start_timeout_s < timeout_s:
+                    _watch_start(proc, started, start_timeout_s, t0)
+                proc.wait(timeout=max(0.0, timeout_s - (time.perf_counter() - t0)))
+            except StartTimeoutError as e:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise StartTimeoutError(f"{e}: {shlex.join(argv)}\n{_tail(tail(err_path), 15)}") from None
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
@@ -163,3 +206,9 @@ def run_step(
             import shutil
 
             shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+if __name__ == "__main__":  # a smallest MPI step: start, announce, end (tests of the watchdog with real ranks)
+    from mpi4py import MPI
+
+    announce_started(MPI.COMM_WORLD)

@@ -102,6 +102,10 @@ class RunPaths:
         """``(stdout, stderr)`` of an MPI step (:data:`STEPS`): ``<step>.out``, ``<step>.err``."""
         return self.root / f"{step}.out", self.root / f"{step}.err"
 
+    def started(self, step: str) -> Path:
+        """The mark rank 0 of an MPI step leaves once every rank is through MPI start-up: ``<step>.started``."""
+        return self.root / f"{step}.started"
+
     def trace(self, rank: int, prefix: str = "") -> Path:
         """Rank ``rank``'s access log (``workload.trace=true``); ``prefix`` keeps a rerun's beside the original's."""
         return self.root / f"trace-{prefix}rank{rank:05d}.csv"

@@ -49,6 +49,10 @@ def sweep(tmp_path: Path) -> Any:
             args.append(f"data_root={tmp_path / 'data'}")
         if not any(o.startswith("db=") for o in overrides):
             args.append(f"db={tmp_path / 'r.db'}")
+        if "cluster=slurm" in overrides and not any(o.startswith("cluster.hang_timeout_s=") for o in overrides):
+            # the mpich wheel's PMI-2 client and Slurm 22.05 hang now and then in MPI start-up under load: a
+            # step whose ranks are not all started within a minute is killed and started once more
+            args.append("cluster.hang_timeout_s=60")
         return run_cli(args, tmp_path, tmp_path, timeout=timeout, **env)
 
     return _run

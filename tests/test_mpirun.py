@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import sqlite3
+import sys
+import time
+
 import pytest
 
-from experiments.mpirun import failure_cause
+from experiments.errors import StartTimeoutError
+from experiments.mpirun import STARTED_ENV, failure_cause, launch_argv, run_step
 
 # what the mpich wheel's mpiexec printed on stdout when a rank was killed by SIGKILL (captured here)
 MPICH_KILLED = """
@@ -41,3 +48,66 @@ def test_failure_cause_is_found_anywhere(text, cause):
 def test_a_launcher_killed_by_a_signal_names_it():
     assert failure_cause("no clue here", returncode=-15) == "killed by SIGTERM"
     assert failure_cause("no clue here", returncode=3) is None
+
+
+# --- the start-up watchdog: a step whose ranks hang in MPI start-up is killed, not left to the time limit -------
+def _python(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_a_step_that_never_starts_is_killed_after_the_start_timeout(tmp_path):
+    started = tmp_path / "kernel.started"
+    t0 = time.monotonic()
+    with pytest.raises(StartTimeoutError, match="not all through MPI start-up"):
+        run_step(_python("import time; time.sleep(60)"), 60, started=started, start_timeout_s=1.0,
+                 logs=(tmp_path / "o", tmp_path / "e"))
+    assert time.monotonic() - t0 < 30  # killed at the start timeout, not at the step's 60 s limit
+    assert not started.exists()
+
+
+def test_a_step_that_announces_its_start_runs_past_the_start_timeout(tmp_path):
+    started = tmp_path / "kernel.started"
+    started.write_text("an earlier attempt's mark\n")  # removed before the step starts: it proves nothing
+    code = (f"import os, time; time.sleep(0.3); open(os.environ[{STARTED_ENV!r}], 'w').close(); time.sleep(2); "
+            "print('done')")
+    res = run_step(_python(code), 60, started=started, start_timeout_s=1.0, logs=(tmp_path / "o", tmp_path / "e"))
+    assert res.returncode == 0 and res.stdout_tail == "done" and res.seconds > 1.0
+    # a step that ends (even badly) before announcing is not a start-up hang: its exit is returned
+    res = run_step(_python("raise SystemExit(3)"), 60, started=tmp_path / "x.started", start_timeout_s=1.0)
+    assert res.returncode == 3
+
+
+def test_real_mpi_ranks_announce_their_start(tmp_path):
+    started = tmp_path / "k.started"
+    argv = launch_argv("mpiexec -n {ranks}", 2, 1, 2, "experiments.mpirun", [])
+    # the module run as a step: python -m experiments.mpirun announces and exits (see its __main__)
+    res = run_step(argv, 120, started=started, start_timeout_s=60, logs=(tmp_path / "o", tmp_path / "e"))
+    assert res.returncode == 0, res.stderr_tail
+    assert started.exists()
+
+
+def test_a_hung_start_is_started_once_more_then_the_point_is_measured(sweep, tmp_path):
+    """A launch line that hangs on its first start (as MPICH's PMI-2 client did under Slurm 22.05 under load):
+    the kernel step is killed after cluster.hang_timeout_s, started again, and the point is measured."""
+    mark = tmp_path / "hung-once"
+    script = tmp_path / "flaky-mpiexec"
+    script.write_text(f"#!/bin/sh\nif [ ! -e {mark} ]; then touch {mark}; exec sleep 300; fi\n"
+                      f"exec {shutil.which('mpiexec', path=os.path.dirname(sys.executable))} \"$@\"\n")
+    script.chmod(0o755)
+    p = sweep("workload=tiny", "workload.epochs=1", f"cluster.launch='{script} -n {{ranks}}'",
+              "cluster.hang_timeout_s=3", timeout=200)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert mark.exists()
+    with sqlite3.connect(tmp_path / "r.db") as c:
+        assert c.execute("select status from points").fetchall() == [("completed",)]
+
+
+def test_a_start_that_always_hangs_fails_the_point_with_one_line(sweep, tmp_path):
+    script = tmp_path / "hung-mpiexec"
+    script.write_text("#!/bin/sh\nexec sleep 300\n")
+    script.chmod(0o755)
+    p = sweep("workload=tiny", "workload.epochs=1", f"cluster.launch='{script} -n {{ranks}}'",
+              "cluster.hang_timeout_s=2", timeout=200)
+    assert p.returncode == 1
+    (line,) = [ln for ln in p.stdout.splitlines() if "FAILED" in ln]
+    assert "kernel step failed" in line and "MPI start-up" in line, p.stdout
