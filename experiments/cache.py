@@ -109,18 +109,24 @@ def claim_first_read(directory: str | os.PathLike, stamp: str) -> bool:
     return True
 
 
-def read_through(paths: Iterable[str | os.PathLike], block: int = 4 << 20) -> tuple[int, float]:
-    """Read the files once, sequentially, and drop them from the page cache again: ``(bytes, seconds)``. Used
-    for reads that must reach the storage (a settling read, a flush) without leaving pages in this client."""
-    buf = bytearray(block)
+def read_through(paths: Iterable[str | os.PathLike], block: int = 4 << 20, limit: int | None = None
+                 ) -> tuple[int, float]:
+    """Read the files sequentially (at most ``limit`` bytes in all, from the first file on) with the page cache
+    dropped before and after each file: ``(bytes, seconds)``. Used for reads that must reach the storage (a
+    settling read, a flush) without leaving pages in this client."""
+    buf = memoryview(bytearray(block))
     n = 0
+    cap = float("inf") if limit is None else limit
     t0 = time.perf_counter()
     for p in paths:
+        if n >= cap:
+            break
         fd = os.open(p, os.O_RDONLY)
         try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # this read must reach below the client
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-            while True:
-                got = os.readv(fd, [buf])
+            while n < cap:
+                got = os.readv(fd, [buf[: int(min(block, cap - n))]])
                 if not got:
                     break
                 n += got
@@ -140,30 +146,6 @@ SETTLE_TOLERANCE = 0.10
 SETTLE_BUDGET_S = 60.0
 
 
-def _read_some(paths: list[str | os.PathLike], limit: int, block: int = 4 << 20) -> tuple[int, float]:
-    """Read at most ``limit`` bytes of the files in order (sequentially, then dropped from the page cache again):
-    ``(bytes, seconds)``."""
-    buf = bytearray(block)
-    n = 0
-    t0 = time.perf_counter()
-    for p in paths:
-        if n >= limit:
-            break
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # this pass must reach below the client
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-            while n < limit:
-                got = os.readv(fd, [memoryview(buf)[: min(block, limit - n)]])
-                if not got:
-                    break
-                n += got
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-    return n, time.perf_counter() - t0
-
-
 def settle(paths: Iterable[str | os.PathLike], probe_bytes: int = SETTLE_PROBE_BYTES, window: int = SETTLE_WINDOW,
            tolerance: float = SETTLE_TOLERANCE, budget_s: float = SETTLE_BUDGET_S) -> dict[str, object]:
     """Settle a freshly generated dataset below the client, untimed: read it all through once (its first read,
@@ -179,7 +161,7 @@ def settle(paths: Iterable[str | os.PathLike], probe_bytes: int = SETTLE_PROBE_B
     total, rates = n, [n / secs / 2**20 if secs > 0 else float("inf")]
     stable = False
     while time.perf_counter() - t0 < budget_s:
-        got, secs = _read_some(paths, probe_bytes)
+        got, secs = read_through(paths, limit=probe_bytes)
         if not got:
             break
         total += got

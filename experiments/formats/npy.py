@@ -16,17 +16,15 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any, ClassVar
 
 import numpy as np
 
 from experiments.errors import FormatError
-from experiments.formats.base import FilePayload, Format, Reader, fsync_path
+from experiments.formats.base import FilePayload, Reader, fsync_path
 from experiments.formats.indexed import IndexedReader, index_path, offsets_of, read_index, write_index
-from experiments.formats.whole import LOADS, WholeReader, npy_load_bytes
+from experiments.formats.whole import ArrayFileFormat, WholeReader, npy_load_bytes
 
 _HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
-LAYOUTS = ("samples", "array")
 
 
 def read_header(path: str | os.PathLike) -> tuple[tuple[int, ...], np.dtype, int]:
@@ -53,27 +51,9 @@ def data_start(path: str | os.PathLike, nbytes: int) -> int:
     return start
 
 
-def load_options_problems(options: dict[str, Any]) -> list[str]:
-    load = options.get("load", LOADS[0])
-    return [] if load in LOADS else [f"format.load={load!r} is unknown: choose one of {', '.join(LOADS)} "
-                                     "(sample: one positioned read per sample; whole: np.load of the whole file)"]
-
-
-class NPY(Format):
+class NPY(ArrayFileFormat):
     name = "npy"
     suffix = ".npy"
-    layouts = LAYOUTS
-    shaped_layouts = frozenset({"array"})
-    read_options = frozenset({"load"})
-    keyless_defaults: ClassVar[dict[str, Any]] = {"layout": LAYOUTS[0], "load": LOADS[0]}
-
-    @classmethod
-    def option_problems(cls, options: dict[str, Any]) -> list[str]:
-        return load_options_problems(options)
-
-    @property
-    def loads_whole(self) -> bool:
-        return self.options.get("load", LOADS[0]) == "whole"
 
     def whole_load_bytes(self, path: str | os.PathLike) -> int | None:
         return npy_load_bytes(path)

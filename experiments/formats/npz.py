@@ -16,18 +16,16 @@ from __future__ import annotations
 import os
 import struct
 import zipfile
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
 from experiments.errors import FormatError
-from experiments.formats.base import FilePayload, Format, Reader, fsync_path, pread_into
-from experiments.formats.npy import load_options_problems
-from experiments.formats.whole import LOADS, WholeReader, npz_load_bytes
+from experiments.formats.base import FilePayload, Reader, fsync_path, pread_into
+from experiments.formats.whole import ArrayFileFormat, WholeReader, npz_load_bytes
 
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # zip local file header, 30 bytes
 _LOCAL_MAGIC = b"PK\x03\x04"
-LAYOUTS = ("samples", "array")
 #: the member holding the samples, per layout
 MEMBER = {"samples": "data", "array": "x"}
 
@@ -115,21 +113,9 @@ class NPZReader(Reader):
         os.close(self._fd)
 
 
-class NPZ(Format):
+class NPZ(ArrayFileFormat):
     name = "npz"
     suffix = ".npz"
-    layouts = LAYOUTS
-    shaped_layouts = frozenset({"array"})
-    read_options = frozenset({"load"})
-    keyless_defaults: ClassVar[dict[str, Any]] = {"layout": LAYOUTS[0], "load": LOADS[0]}
-
-    @classmethod
-    def option_problems(cls, options: dict[str, Any]) -> list[str]:
-        return load_options_problems(options)
-
-    @property
-    def loads_whole(self) -> bool:
-        return self.options.get("load", LOADS[0]) == "whole"
 
     def whole_load_bytes(self, path: str | os.PathLike) -> int | None:
         return npz_load_bytes(path, MEMBER[self.layout])

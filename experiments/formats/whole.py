@@ -17,14 +17,37 @@ import io
 import os
 import zipfile
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from experiments.errors import FormatError
-from experiments.formats.base import Reader
+from experiments.formats.base import Format, Reader
 
 LOADS = ("sample", "whole")
+#: the layouts of NPY and NPZ: samples back to back (with offsets), or an N-d array of samples per file
+ARRAY_FILE_LAYOUTS = ("samples", "array")
+
+
+class ArrayFileFormat(Format):
+    """What NPY and NPZ share: the ``samples``/``array`` layouts and the ``load=sample|whole`` read option
+    (whole: ``np.load`` of the whole file on every open, as DLIO's readers do)."""
+
+    layouts = ARRAY_FILE_LAYOUTS
+    shaped_layouts = frozenset({"array"})
+    read_options = frozenset({"load"})
+    keyless_defaults: ClassVar[dict[str, Any]] = {"layout": ARRAY_FILE_LAYOUTS[0], "load": LOADS[0]}
+
+    @classmethod
+    def option_problems(cls, options: dict[str, Any]) -> list[str]:
+        load = options.get("load", LOADS[0])
+        return [] if load in LOADS else [f"format.load={load!r} is unknown: choose one of {', '.join(LOADS)} "
+                                         "(sample: one positioned read per sample; whole: np.load of the whole "
+                                         "file)"]
+
+    @property
+    def loads_whole(self) -> bool:
+        return self.options.get("load", LOADS[0]) == "whole"
 #: bytes ``np.load`` reads ahead to tell an archive from an array, then seeks back over (numpy's ``_ZIP_PREFIX``
 #: test reads ``len(format.MAGIC_PREFIX)`` bytes)
 NP_LOAD_PEEK = 6
