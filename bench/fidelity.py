@@ -1,7 +1,8 @@
 """Emulation fidelity: real training programs side by side with ddlio's emulation of them, in one run.
 
     python bench/fidelity.py [--samples 256] [--epochs 2] [--batch 8] [--rounds 3] [--apps hdf5,tfrecord]
-                             [--readers tf,native] [--compute-threads 1] [--wait 20] [--keep DIR]
+                             [--readers tf,native,tf:cpu,native:cpu] [--compute-threads 1] [--wait 20]
+                             [--keep DIR]
 
 For each application of ``bench/fidelity/`` (``app_hdf5.py``: a DeepGalaxy-like Keras CNN fed by tf.data from a
 generator over h5py ``images[i]``; ``app_tfrecord.py``: ``TFRecordDataset(num_parallel_reads)`` + ``parse_example``
@@ -14,9 +15,12 @@ feeding a Keras CNN):
    the store) and the application on the same N, batch, epochs, prefetch, threads and cold page cache each epoch;
    the application reads the files ddlio generated where ddlio writes them in the application's layout, else
    files the bench writes itself (same N, shape and number of files; printed);
+   A reader ``R:cpu`` (``tf:cpu``, ``native:cpu``) is ``reader=R`` with ``workload.compute=cpu`` and
+   ``workload.compute_threads`` = ``--compute-threads`` (0: the node's CPUs): ddlio's step then burns the CPU
+   for the calibrated time instead of sleeping, as the application's model does;
 3. also run the application with its model replaced by a sleep of the calibrated time per batch (``--sleep``):
    the difference between the two application runs is what real compute contending with the input pipeline
-   for the CPUs costs, which a sleep does not emulate.
+   for the CPUs costs, which a sleep does not emulate (and ``compute=cpu`` does).
 
 Every file is read once, untimed, before the first measurement (the cache below this VM serves repeats ~5x faster
 than a fresh file's first read), and the order of the runs alternates between rounds. Prints per application
@@ -79,6 +83,7 @@ def layouts_available() -> bool:
 
 def point_overrides(app: dict[str, Any], a: Any, reader: str, rnd: int, calib: dict[str, Any],
                     root: Path, layouts: bool, epochs: int | None = None) -> list[str]:
+    reader, _, mode = reader.partition(":")
     shape = a.shape
     size = 1
     for d in shape:
@@ -90,6 +95,8 @@ def point_overrides(app: dict[str, Any], a: Any, reader: str, rnd: int, calib: d
             f"workload.shuffle={app['shuffle']}", f"workload.read_threads={app['threads']}",
             f"workload.prefetch={a.prefetch}", "workload.cache=cold", f"reader={reader}", f"repeat={rnd}",
             f"data_root={root / 'data'}", f"db={root / 'results.db'}"]
+    if mode == "cpu":
+        over += ["workload.compute=cpu", f"workload.compute_threads={a.compute_threads}"]
     if layouts:
         over += [f"workload.sample_shape=[{','.join(map(str, shape))}]",
                  "format.layout=" + ("array" if app["format"] == "hdf5" else "example")]
@@ -111,6 +118,15 @@ def run_ddlio(overrides: list[str], db: Path) -> tuple[str, list[dict[str, Any]]
         rows = [dict(r) for r in c.execute("SELECT epoch, samples, wall_time_s, samples_per_s, cache FROM epochs "
                                            "WHERE point_key = ? ORDER BY epoch", (key,))]
     return key, rows
+
+
+def compute_calibration(db: Path, key: str) -> dict[str, Any] | None:
+    """Rank 0's calibration of compute=cpu for point ``key`` (threads, units/s), from its stored result."""
+    with sqlite3.connect(db) as c:
+        row = c.execute("SELECT result FROM points WHERE point_key = ?", (key,)).fetchone()
+    info = (json.loads(row[0]) if row and row[0] else {}).get("rank_info") or [{}]
+    cal = info[0].get("compute") or {}
+    return cal if cal.get("mode") == "cpu" else None
 
 
 def _keys(db: Path) -> set[str]:
@@ -214,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefetch", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--apps", default="hdf5,tfrecord")
-    ap.add_argument("--readers", default="tf,native")
+    ap.add_argument("--readers", default="tf,native,tf:cpu,native:cpu",
+                    help="ddlio's readers to run: tf, native, and R:cpu for reader R with workload.compute=cpu "
+                    "(default tf,native,tf:cpu,native:cpu)")
     ap.add_argument("--wait", type=float, default=20.0,
                     help="seconds to wait after writing the datasets, before the first measurement (default 20)")
     ap.add_argument("--compute-threads", type=int, default=1,
@@ -244,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         app = APPS[name]
         rows: dict[str, list[list[dict[str, Any]]]] = {w: [] for w in ["app", "sleep", *readers]}
-        calibs, cpus = [], []
+        calibs, cpus, burners = [], [], []
         for rnd in range(a.rounds):
             # calibrated again every round: other work on the machine changes what a step costs within minutes
             calib[name] = c = calibrate(app["model"], a.batch, a.shape, a.compute_threads)
@@ -259,8 +277,11 @@ def main(argv: list[str] | None = None) -> int:
                 if what in ("app", "sleep"):
                     got = run_app(app, a, files[name], calib[name]["median_s"] if what == "sleep" else None)
                 else:
-                    _, got = run_ddlio(point_overrides(app, a, what, rnd, calib[name], root, layouts),
-                                       root / "results.db")
+                    key, got = run_ddlio(point_overrides(app, a, what, rnd, calib[name], root, layouts),
+                                         root / "results.db")
+                    cal = compute_calibration(root / "results.db", key)
+                    if cal:
+                        burners.append(cal)
                     bad = [r for r in got if r["cache"] != "cold"]
                     if bad:
                         print(f"  note: ddlio epochs not verified cold: {bad}")
@@ -275,7 +296,10 @@ def main(argv: list[str] | None = None) -> int:
         notes[name] = (f"{name}: CPU per batch (ms): the model's step {statistics.median(cpus) * 1e3:.0f} "
                        f"(calibrated, in memory; wall {statistics.median(calibs) * 1e3:.0f}), the application's input "
                        f"pipeline {pipe_ms:.0f} (run with a sleep), the application training {app_ms:.0f}; "
-                       "calibrated compute by round (ms): " + ", ".join(f"{c * 1e3:.0f}" for c in calibs))
+                       "calibrated compute by round (ms): " + ", ".join(f"{c * 1e3:.0f}" for c in calibs)
+                       + (f"; compute=cpu: {burners[0]['threads']} thread(s), work rate calibrated per point "
+                          f"{min(b['units_per_s'] for b in burners):.0f}..{max(b['units_per_s'] for b in burners):.0f}"
+                          " units/s" if burners else ""))
         for reader in readers:
             err = [rate(d) / rate(p) - 1 for d, p in zip(rows[reader], rows["app"], strict=True)]
             err_sleep = [rate(d) / rate(p) - 1 for d, p in zip(rows[reader], rows["sleep"], strict=True)]
@@ -285,10 +309,10 @@ def main(argv: list[str] | None = None) -> int:
           f"files {'generated by ddlio' if layouts else 'written by the bench'}; "
           f"{time.time() - t_start:.0f} s; load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     print("samples/s: median over rounds; error: ddlio / application - 1 within each round, median [range]")
-    print(f"{'application':<12}{'reader':<8}{'app':>8}{'ddlio':>8}{'error':>22}{'app, sleep as compute':>23}"
+    print(f"{'application':<12}{'reader':<12}{'app':>8}{'ddlio':>8}{'error':>22}{'app, sleep as compute':>23}"
           f"{'error vs it':>24}")
     for name, reader, app_rate, d, err, sleep_rate, err_sleep in summary:
-        print(f"{name:<12}{reader:<8}{app_rate:>8.1f}{d:>8.1f}{span(err):>22}{sleep_rate:>23.1f}{span(err_sleep):>24}")
+        print(f"{name:<12}{reader:<12}{app_rate:>8.1f}{d:>8.1f}{span(err):>22}{sleep_rate:>23.1f}{span(err_sleep):>24}")
     for name in names:
         print(notes[name])
     if a.keep is None:

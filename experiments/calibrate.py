@@ -13,8 +13,10 @@ gradients and the optimizer's update, on the same in-memory batch every time, af
 and the ``sweep.py`` overrides that use them; ``--json`` prints one JSON object instead.
 
 The step is measured alone, on every core the process may use: in a real job the input pipeline's threads take
-CPU from it (see the README's Fidelity section). Bad input (a missing file, a bad ``module:function``, a bad shape)
-is one message and exit 2. TensorFlow is imported only once the arguments are valid.
+CPU from it (see the README's Fidelity section). A step that ran on the CPU (no accelerator) and kept at least half
+a core busy is emulated with CPU work rather than a sleep: the overrides then add ``workload.compute=cpu`` and
+``workload.compute_threads`` (the cores it kept busy, rounded). Bad input (a missing file, a bad
+``module:function``, a bad shape) is one message and exit 2. TensorFlow is imported only once the arguments are valid.
 """
 
 from __future__ import annotations
@@ -164,15 +166,33 @@ def calibrate(spec: str, batch: int, shape: tuple[int, ...], steps: int = 30, wa
     return {"model": spec, "batch": batch, "shape": list(shape), "steps": steps, "warmup": warmup,
             "median_s": statistics.median(times), "stdev_s": statistics.stdev(times) if len(times) > 1 else 0.0,
             "mean_s": statistics.fmean(times), "min_s": min(times), "max_s": max(times), "cpus": os.cpu_count(),
-            "threads": threads, "cpu_per_step_s": cpu / steps, "cores_busy": cpu / sum(times)}
+            "threads": threads, "cpu_per_step_s": cpu / steps, "cores_busy": cpu / sum(times),
+            "accelerators": [d.name for d in tf.config.list_physical_devices() if d.device_type != "CPU"]}
+
+
+#: a step that keeps at least this many cores busy, on a node without an accelerator, is emulated with CPU work
+#: (workload.compute=cpu): a sleep would leave those cores to the input pipeline
+CPU_BOUND_CORES = 0.5
+
+
+def cpu_compute(result: dict[str, Any]) -> tuple[bool, int]:
+    """(emulate with ``workload.compute=cpu``?, its ``compute_threads``): yes when the step ran on the CPU (no
+    accelerator) and kept at least :data:`CPU_BOUND_CORES` cores busy; threads = the cores it kept busy, rounded
+    (at least 1)."""
+    busy = float(result.get("cores_busy", 0.0))
+    cpu_only = not result.get("accelerators")
+    return cpu_only and busy >= CPU_BOUND_CORES, max(1, round(busy))
 
 
 def overrides(result: dict[str, Any]) -> str:
     """The ``sweep.py`` overrides that emulate the measured compute, with its batch and sample shape (quoted for
-    the shell: brackets are glob characters)."""
+    the shell: brackets are glob characters); with ``workload.compute=cpu`` when the step burns the CPU
+    (:func:`cpu_compute`)."""
     shape = ",".join(str(d) for d in result["shape"])
+    cpu, threads = cpu_compute(result)
     return (f"workload.batch_size={result['batch']} workload.compute_time={result['median_s']:.4g} "
-            f"workload.compute_time_stdev={result['stdev_s']:.3g} 'workload.sample_shape=[{shape}]'")
+            f"workload.compute_time_stdev={result['stdev_s']:.3g} 'workload.sample_shape=[{shape}]'"
+            + (f" workload.compute=cpu workload.compute_threads={threads}" if cpu else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,6 +246,12 @@ def main(argv: list[str] | None = None) -> int:
           f"(mean {result['mean_s']:.4f}, min {result['min_s']:.4f}, max {result['max_s']:.4f}); CPU "
           f"{result['cpu_per_step_s']:.4f} s per step: {result['cores_busy']:.2f} cores busy, which a sleep leaves "
           "to the input pipeline")
+    cpu, threads = cpu_compute(result)
+    if cpu:
+        print(f"the step ran on the CPU and kept {result['cores_busy']:.2f} cores busy: emulate it with CPU work "
+              f"(workload.compute=cpu, {threads} thread{'s' if threads > 1 else ''}), not a sleep")
+    elif result.get("accelerators"):
+        print(f"the step ran on {', '.join(result['accelerators'])}: a sleep (workload.compute=sleep) emulates it")
     print(f"use: python sweep.py {overrides(result)}")
     return 0
 

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
+from experiments.compute import COMPUTE_MODES, MAX_COMPUTE_THREADS
 from experiments.errors import ConfigError
 from experiments.secrets import driver_db, mask
 from experiments.shell import ENV_NAME, SBATCH_OPTION, control_problems
@@ -41,6 +42,9 @@ MAX_SAMPLE_SIZE = 2 * 1024**3
 #: Longest time limit a point may ask for (minutes): a year
 MAX_TIMEOUT_MIN = 366 * 24 * 60
 SCHEMA_VERSION = 1
+#: PointSpec fields added after points were first stored: at these values they are left out of the stored form
+#: (and of the point key), so that a point measured before them keeps its stored form and key
+KEYLESS_DEFAULTS: dict[str, Any] = {"compute": "sleep", "compute_threads": 0}
 
 
 # ----------------------------------------------------------------------------------------------------- schema
@@ -154,8 +158,14 @@ class WorkloadConf:
     batch_size: int = 8
     # passes over the dataset
     epochs: int = 2
-    # emulated compute per batch, seconds
+    # emulated compute per batch, seconds (what the training step takes on an otherwise idle node)
     compute_time: float = 0.0
+    # how a batch's compute is emulated: sleep (occupies no core: a step on an accelerator) | cpu (a fixed amount
+    # of CPU work that takes compute_time on an idle node, in compute_threads threads: a CPU-only training step,
+    # which the input pipeline slows down by taking cores from it)
+    compute: str = "sleep"
+    # compute=cpu: threads per rank that do the work; 0 = the node's CPUs divided by the ranks per node
+    compute_threads: int = 0
     # cold: evict the dataset from the page cache before each epoch; warm: leave it cached; storage_cold: also read
     # a flush file of flush_size bytes before each epoch, untimed, to push the dataset out of the caches below
     # the client (storage controller, OSS, VM host), then evict as cold does
@@ -355,6 +365,10 @@ class WorkloadSpec:
     flush_size: int = 0
     # every sample a uint8 array of this shape (() = samples of sample_size bytes)
     sample_shape: tuple[int, ...] = ()
+    # sleep | cpu (COMPUTE_MODES): how a batch's compute is emulated (experiments.compute)
+    compute: str = "sleep"
+    # compute=cpu: threads per rank that do the work (0: the node's CPUs / ranks per node); 0 with a sleep
+    compute_threads: int = 0
 
 
 @dataclass(frozen=True)
@@ -450,6 +464,7 @@ STORED_FORM: tuple[tuple[str, str, str], ...] = (
     ("prefetch", "workload", "prefetch"), ("trace", "workload", "trace"), ("reader", "", "reader"),
     ("settle", "workload", "settle"), ("flush_size", "workload", "flush_size"),
     ("sample_shape", "workload", "sample_shape"),
+    ("compute", "workload", "compute"), ("compute_threads", "workload", "compute_threads"),
 )
 
 
@@ -526,6 +541,8 @@ class PointSpec:
             "epochs": w.epochs,
             "compute_time": w.compute_time,
             "compute_time_stdev": w.compute_time_stdev,
+            # added later: present only at compute=cpu, so points measured before keep their keys
+            **({"compute": w.compute, "compute_threads": w.compute_threads} if w.compute != "sleep" else {}),
             "cache": w.cache,
             # added later: present only where they apply, so points measured before keep their keys
             **({"settle": True} if w.cache == "cold" and w.settle else {}),
@@ -569,6 +586,8 @@ class PointSpec:
                 value = self.cluster.to_dict()
             elif key == "overrides":
                 value = list(value)
+            if key in KEYLESS_DEFAULTS and value == KEYLESS_DEFAULTS[key]:  # added later, at its default: the
+                continue  # stored form stays as it was
             d[key] = copy.deepcopy(value)
         d["ranks"] = self.ranks
         d["num_files"] = self.num_files
@@ -758,6 +777,14 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
     compute = w["compute_time"]
     if not isinstance(compute, (int, float)) or compute < 0 or not math.isfinite(compute):
         problems.append(f"workload.compute_time={compute!r} must be a number of seconds >= 0")
+    compute_mode = w.get("compute", "sleep")
+    if compute_mode not in COMPUTE_MODES:
+        problems.append(f"workload.compute={compute_mode!r} is unknown: choose one of {', '.join(COMPUTE_MODES)} "
+                        "(sleep: the step occupies no core, as on an accelerator; cpu: it burns the CPU for "
+                        "compute_time, as a CPU-only training step)")
+    compute_threads = _int_range(problems, "workload.compute_threads", w.get("compute_threads", 0), 0,
+                                 MAX_COMPUTE_THREADS, " (threads per rank that do compute=cpu's work; 0 = the node's "
+                                 "CPUs divided by the ranks per node)")
     if w["cache"] not in CACHE_POLICIES:
         problems.append(f"workload.cache={w['cache']!r} is unknown: choose one of {', '.join(CACHE_POLICIES)}")
     flush_size = _size(problems, "workload.flush_size", w["flush_size"], 1 << 20, 1 << 50)
@@ -902,6 +929,8 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
             settle=bool(w["settle"]),
             flush_size=flush_size if w["cache"] == "storage_cold" else 0,
             sample_shape=shape,
+            compute=compute_mode,
+            compute_threads=compute_threads if compute_mode == "cpu" else 0,
         ),
         cluster=cluster,
         nodes=nodes,

@@ -2,8 +2,8 @@
 
 Each rank reads its share of the dataset's samples in batches, for every epoch, the way a data loader feeds a
 training step: open files as they are first needed, one read per sample into a preallocated buffer, then the
-batch's emulated compute (sleep). Every read and metadata call is timed (``time.perf_counter_ns``); the figures
-are defined in :mod:`experiments.metrics`.
+batch's emulated compute (``workload.compute``: a sleep, or CPU work; see :mod:`experiments.compute`). Every
+read and metadata call is timed (``time.perf_counter_ns``); the figures are defined in :mod:`experiments.metrics`.
 
 Before each epoch, one rank per node evicts the dataset's pages (``cache=cold``) and measures residency with
 mincore before and after, so every epoch is labelled ``cold`` (eviction verified), ``warm`` (data read once before
@@ -31,6 +31,7 @@ import numpy as np
 
 from experiments import cache as pagecache
 from experiments import posix
+from experiments.compute import Compute
 from experiments.dataset import DatasetPlan, data_files, even_split, load_manifest, write_json_atomic
 from experiments.errors import FormatError, KernelError
 from experiments.formats import get_format
@@ -469,6 +470,11 @@ class Kernel:
         if self.flush is not None and self.rank == 0:
             pagecache.ensure_flush_file(*self.flush)
         # a common time base for access logs: wall-clock ns of rank 0 at the start, mapped from each rank's perf clock
+        # the emulated compute: compute=cpu calibrates its work rate here, untimed, every rank of a node at once
+        # (as they compute at once in the epochs)
+        self.compute = Compute.of(point, ranks_per_node=node_comm.size)
+        guarded_barrier(comm, self.guard_s, "the compute's calibration")
+        self.compute_calibration = self.compute.calibrate()
         guarded_barrier(comm, self.guard_s, "the start")
         self.perf0, self.wall0 = time.perf_counter_ns(), time.time_ns()
         self.t0_wall = comm.bcast(self.wall0, root=0)
@@ -519,11 +525,12 @@ class Kernel:
         if self.tf is not None:
             from experiments import tfdata
 
-            tf_out = tfdata.run_epoch(self.tf, plan, point, epoch, self.nranks, self.rank, ids, lanes[0], compute)
+            tf_out = tfdata.run_epoch(self.tf, plan, point, epoch, self.nranks, self.rank, ids, lanes[0], compute,
+                                      self.compute.run)
             nbytes, wait_ns, m.compute_time_s = tf_out["bytes"], tf_out["wait_ns"], tf_out["compute_s"]
         else:
             fetch = self._fetcher(ep, len(ids), nb)
-            fault = self.fault
+            fault, run_compute = self.fault, self.compute.run
             for b in range(nb):
                 t = perf()
                 nbytes += fetch(b)
@@ -531,9 +538,7 @@ class Kernel:
                 if fault and epoch == 0:
                     _inject(fault, self.rank)
                 if compute[b] > 0:
-                    t = perf()
-                    time.sleep(compute[b])
-                    m.compute_time_s += (perf() - t) / 1e9
+                    m.compute_time_s += run_compute(compute[b])
         if self.fmt.loads_whole:  # load=whole: the plan is each file's whole-load bytes, times it was loaded
             loads = [fl for lane in lanes for fl in lane.whole_loads()]
             planned = int(sum(int(self.loads[f]) * n for f, n in loads))
@@ -639,6 +644,7 @@ class Kernel:
         epoch's bytes against the plan and return the result record (the others return None)."""
         if self.pool is not None:
             self.pool.shutdown()
+        self.compute.close()
         if self.trace:
             # in the run folder of the result; a rerun with --result logs beside the original's, not over them
             paths = RunPaths(Path(self.spec["result_path"]).parent)
@@ -649,6 +655,10 @@ class Kernel:
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "max_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            # CPU seconds (user + system) the rank's process used in all, set-up and calibration included
+            "cpu_s": sum(resource.getrusage(resource.RUSAGE_SELF)[:2]),
+            # the emulated compute: its mode and, with compute=cpu, the burner's calibration (threads, units/s)
+            "compute": self.compute_calibration,
         }
         ranks_info = self.comm.gather(own, root=0)
         all_planned = self.comm.gather(self.planned, root=0)

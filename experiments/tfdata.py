@@ -92,9 +92,10 @@ def rchar() -> int:
 
 
 def run_epoch(tf: Any, plan: Any, point: dict[str, Any], epoch: int, ranks: int, rank: int, ids: np.ndarray,
-              lane: Any, compute: list[float]) -> dict[str, Any]:
+              lane: Any, compute: list[float], step: Any = None) -> dict[str, Any]:
     """Read one epoch through tf.data; returns bytes (rchar), the plan, samples, per-batch latencies (ns), the
-    loop's wait (ns) and compute (s)."""
+    loop's wait (ns) and compute (s). ``step(seconds)`` is the emulated compute of a batch, returning its wall
+    time in seconds (:meth:`experiments.compute.Compute.run`; default a sleep)."""
     batch, prefetch = point["batch_size"], int(point.get("prefetch", 2))
     threads = int(point.get("read_threads", 0))
     drop = bool(point.get("drop_last", False))
@@ -162,9 +163,12 @@ def run_epoch(tf: Any, plan: Any, point: dict[str, Any], epoch: int, ranks: int,
         samples += int((x[0] if isinstance(x, tuple) else x).shape[0])
         c = compute[b] if b < len(compute) else (compute[-1] if compute else 0.0)
         if c > 0:
-            t = perf()
-            time.sleep(c)
-            compute_s += (perf() - t) / 1e9
+            if step is None:
+                t = perf()
+                time.sleep(c)
+                compute_s += (perf() - t) / 1e9
+            else:
+                compute_s += step(c)
         b += 1
     nbytes = rchar() - r0 if plan.format == "tfrecord" else counted[0]
     return {"bytes": nbytes, "rchar": rchar() - r0, "planned": planned, "samples": samples, "lat": lat, "wait_ns": wait,

@@ -119,3 +119,36 @@ def test_bad_input_does_not_import_tensorflow(tmp_path):
                        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert p.returncode == 2, p.stderr
     assert p.stderr.count("\n") == 1 and "--shape '0' must be positive integers" in p.stderr
+
+
+@pytest.mark.parametrize(("result", "suffix"), [
+    ({"cores_busy": 1.7, "accelerators": []}, " workload.compute=cpu workload.compute_threads=2"),
+    ({"cores_busy": 0.95, "accelerators": []}, " workload.compute=cpu workload.compute_threads=1"),
+    ({"cores_busy": 0.2, "accelerators": []}, ""),  # the step barely uses a core: a sleep is close enough
+    ({"cores_busy": 1.7, "accelerators": ["/physical_device:GPU:0"]}, ""),  # on an accelerator: a sleep
+])
+def test_overrides_ask_for_cpu_compute_when_the_step_burns_the_cpu(result, suffix):
+    base = {"batch": 8, "shape": [512, 512, 3], "median_s": 0.04, "stdev_s": 0.005}
+    line = calibrate.overrides({**base, **result})
+    assert line == ("workload.batch_size=8 workload.compute_time=0.04 workload.compute_time_stdev=0.005 "
+                    "'workload.sample_shape=[512,512,3]'" + suffix)
+
+
+@needs_tf
+def test_the_printed_overrides_validate(models, capsys, tmp_path):
+    """What calibrate prints is accepted by the config as it stands (compute=cpu included, when chosen)."""
+    import shlex
+
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from experiments.config import register_configs, validate
+
+    assert calibrate.main(["--model", f"{models}:tiny", "--batch", "4", "--shape", "8,8,3", "--steps", "5"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("use: python sweep.py "))
+    over = shlex.split(line.removeprefix("use: python sweep.py "))
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("config", overrides=[f"data_root={tmp_path / 'd'}", f"db={tmp_path / 'r.db'}", *over])
+    s = validate(OmegaConf.to_container(cfg, resolve=True), tmp_path, tuple(over))
+    assert s.batch_size == 4 and s.compute in ("sleep", "cpu")

@@ -334,3 +334,45 @@ def test_slurm_settings_on_the_local_cluster_are_refused(tmp_path, override):
     key = override.split("=", 1)[0]
     with pytest.raises(ConfigError, match=rf"{key}=.* applies to Slurm only .*use cluster=slurm"):
         spec(tmp_path, override)
+
+
+# ------------------------------------------------------------------------------------------- compute modes
+@pytest.mark.parametrize(("overrides", "dataset_key", "point_key"), [
+    ((), "f11af5c5fdcfe3c06266", "faa326f064ee9e991fb8"),
+    (("workload.compute=sleep",), "f11af5c5fdcfe3c06266", "faa326f064ee9e991fb8"),
+    (("workload.compute=sleep", "workload.compute_threads=3"), "f11af5c5fdcfe3c06266", "faa326f064ee9e991fb8"),
+    (("format=bin", "workload=tiny", "workload.compute=sleep"), "c2008a73a3a62639b096", "11520cc3e40996ff2c13"),
+])
+def test_compute_sleep_leaves_keys_and_stored_form_unchanged(tmp_path, overrides, dataset_key, point_key):
+    """compute=sleep (the default) is what every point measured before the knob did: same keys, and the stored form
+    carries no compute keys (compute_threads does nothing with a sleep: normalised away)."""
+    d = spec(tmp_path, *overrides).to_dict()
+    assert "compute" not in d and "compute_threads" not in d
+    d.update(data_root="/pinned/data", db="/pinned/r.db")
+    p = PointSpec.from_dict(d)
+    assert (p.workload.compute, p.workload.compute_threads) == ("sleep", 0)
+    assert (p.dataset_key, p.point_key) == (dataset_key, point_key)
+
+
+def test_compute_cpu_keys_the_measurement_not_the_dataset(tmp_path):
+    a = spec(tmp_path)
+    c = spec(tmp_path, "workload.compute=cpu")
+    assert (c.workload.compute, c.workload.compute_threads) == ("cpu", 0)
+    assert c.dataset_key == a.dataset_key and c.point_key != a.point_key
+    assert c.measurement_params()["compute"] == "cpu" and c.measurement_params()["compute_threads"] == 0
+    t2 = spec(tmp_path, "workload.compute=cpu", "workload.compute_threads=2")
+    assert t2.point_key not in (a.point_key, c.point_key)
+    d = t2.to_dict()
+    assert (d["compute"], d["compute_threads"]) == ("cpu", 2)
+    assert PointSpec.from_dict(__import__("json").loads(__import__("json").dumps(d))) == t2
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("workload.compute=gpu", "workload.compute='gpu' is unknown: choose one of sleep, cpu"),
+    ("workload.compute_threads=-1", "workload.compute_threads=-1 is out of range: must be in 0..1024"),
+    ("workload.compute_threads=100000", "workload.compute_threads=100000 is out of range"),
+])
+def test_bad_compute(tmp_path, override, message):
+    with pytest.raises(ConfigError) as e:
+        spec(tmp_path, "workload.compute=cpu", override)
+    assert message in str(e.value)

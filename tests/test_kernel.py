@@ -375,3 +375,76 @@ def test_reader_tf_batches_are_what_an_application_gets(tmp_path):
                                .map(example_parser(tf, plan))))
     assert images.dtype == tf.uint8 and tuple(images.shape) == (4, 16, 16, 16)
     assert images[2].numpy().tobytes() == payload.sample(2) and labels.numpy().tolist() == [0, 1, 2, 3]
+
+
+# ------------------------------------------------------------------------------- compute=cpu (CPU work per batch)
+def test_compute_cpu_burns_about_the_planned_cpu_on_an_idle_run():
+    """compute=cpu does a fixed amount of work calibrated to take compute_time on the idle node: the CPU it
+    consumes is of the order of the planned compute (loose bounds: the machine is shared), and its threads
+    release the GIL (a Python thread keeps running beside them)."""
+    import resource
+    import threading
+    import time
+
+    from experiments.compute import Compute
+
+    def cpu_s() -> float:
+        return sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+
+    for threads in (1, 2):
+        c = Compute("cpu", threads)
+        cal = c.calibrate()
+        assert cal["threads"] == threads and cal["units_per_s"] > 0 and cal["rate_min"] <= cal["rate_max"]
+        c0, wall = cpu_s(), 0.0
+        for _ in range(5):
+            wall += c.run(0.04)
+        used = cpu_s() - c0
+        assert used > 0.5 * 5 * 0.04, (threads, used, cal)
+        assert used < threads * wall + 0.05, (threads, used, wall)  # no thread pool of BLAS's own on top
+        assert c.run(0) == 0.0
+        c.close()
+    # the GIL stays free while the burner works: a pure-Python thread advances alongside
+    c = Compute("cpu", 1)
+    c.calibrate()
+    ticks, stop = [0], threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            ticks[0] += 1
+
+    th = threading.Thread(target=spin)
+    th.start()
+    time.sleep(0.01)
+    before = ticks[0]
+    c.run(0.1)
+    stop.set()
+    th.join()
+    assert ticks[0] - before > 1000
+    c.close()
+
+
+def test_compute_mode_unknown_is_refused():
+    from experiments.compute import Compute
+
+    with pytest.raises(ValueError, match="choose one of sleep, cpu"):
+        Compute("gpu")
+
+
+@pytest.mark.parametrize("reader", ["native", pytest.param("tf", marks=pytest.mark.skipif(
+    not __import__("experiments.config", fromlist=["tf_available"]).tf_available(), reason="TensorFlow missing"))])
+def test_kernel_runs_with_compute_cpu(tmp_path, reader):
+    """Both readers run the CPU work per batch: the calibration is recorded with the result, the compute time is
+    the work's wall time, the rank used at least about the planned compute in CPU, and the bytes are exact."""
+    extra = ("format=hdf5", "format.layout=array", "format.chunk_samples=1", *SHAPED) if reader == "tf" else ()
+    spec, plan, res = run_kernel(tmp_path, f"reader={reader}", "workload.compute=cpu", "workload.compute_threads=1",
+                                 "workload.compute_time=0.02", "workload.batch_size=8", "workload.epochs=1",
+                                 "workload.cache=warm", *extra)
+    assert spec.compute == "cpu" and spec.measurement_params()["compute"] == "cpu"
+    info = res["rank_info"][0]
+    assert info["compute"]["mode"] == "cpu" and info["compute"]["threads"] == 1
+    assert info["compute"]["units_per_s"] > 0
+    e = res["epochs"][0]
+    batches = -(-spec.samples // 8)
+    assert e["bytes_read"] == e["bytes_planned"]
+    assert e["compute_time_s"] > 0.5 * batches * 0.02
+    assert info["cpu_s"] > 0.5 * batches * 0.02
