@@ -10,8 +10,10 @@ The work is counted in *units*: one unit is ``np.matmul`` of a stack of :data:`S
 :data:`SIZE` x :data:`SIZE` (about 7 million floating-point operations). Each matrix product is small enough
 that OpenBLAS computes it on the calling thread (below its threshold for using its own threads), and numpy
 releases the GIL while it runs, so ``threads`` burners occupy ``threads`` cores and leave the GIL to the reader.
-:meth:`CpuBurner.calibrate` measures the units per second of all the burner threads running at once, once per
-rank before anything is timed; a batch of ``c`` seconds then runs ``round(c * units_per_s)`` units.
+:meth:`CpuBurner.calibrate` measures, once per rank before anything is timed, the units per *CPU* second of each
+burner thread while all of them run at once (``time.thread_time``: what a thread does when it has a core, so
+other processes on a shared node do not lower it as they would a rate per wall second); their sum is the rate of
+the idle node, and a batch of ``c`` seconds then runs ``round(c * units_per_s)`` units.
 """
 
 from __future__ import annotations
@@ -69,45 +71,51 @@ class CpuBurner:
         self.units_per_s = 0.0
         self.calibration: dict[str, Any] = {}
 
-    def _burn(self, i: int, units: int) -> None:
+    def _burn(self, i: int, units: int) -> tuple[int, float]:
+        """Thread ``i``'s share: ``units`` units; returns (units, CPU seconds of this thread)."""
         a, b, out = self._ops[i]
         mm = self._matmul
+        c0 = time.thread_time()
         for _ in range(units):
             mm(a, b, out=out)
+        return units, time.thread_time() - c0
 
-    def work(self, units: int) -> None:
-        """Do ``units`` units, split as evenly as can be among the threads; returns when every share is done."""
+    def work(self, units: int) -> list[tuple[int, float]]:
+        """Do ``units`` units, split as evenly as can be among the threads; returns when every share is done, with
+        each share's (units, thread CPU seconds)."""
         n = self.threads
         shares = [units // n + (i < units % n) for i in range(n)]
         futures = [self._pool.submit(self._burn, i, shares[i]) for i in range(1, n) if shares[i]] if self._pool else []
-        self._burn(0, shares[0])
-        for f in futures:
-            f.result()
+        done = [self._burn(0, shares[0])]
+        return done + [f.result() for f in futures]
 
     def calibrate(self, trial_s: float = 0.1, trials: int = 5) -> float:
-        """Measure the work rate of all threads burning at once (units per second): ``trials`` runs of about
-        ``trial_s`` seconds each after a warm-up, the median; sets and returns :attr:`units_per_s`. Also keeps
-        the CPU seconds per wall second of the trials (about ``threads`` on an idle node; well above it would
-        mean BLAS used threads of its own)."""
+        """Measure the idle node's work rate of all threads burning at once (units per second): per trial of about
+        ``trial_s`` seconds, the sum over threads of units per thread CPU second; the median of ``trials`` after a
+        warm-up. Sets and returns :attr:`units_per_s`. Also keeps the rate per wall second (lower than it when
+        other work shared the cores) and the process's CPU seconds per wall second of the trials (about
+        ``threads`` on an idle node; well above it would mean BLAS used threads of its own)."""
         self.work(self.threads * 4)  # warm-up: first calls, page faults
         t = time.perf_counter()
         probe = self.threads * 8
         self.work(probe)
         rate = probe / max(time.perf_counter() - t, 1e-6)
         units = max(self.threads, round(rate * trial_s))
-        rates, cpu, wall = [], 0.0, 0.0
+        rates, wall_rates, cpu, wall = [], [], 0.0, 0.0
         for _ in range(trials):
             c0, t0 = _cpu_s(), time.perf_counter()
-            self.work(units)
+            shares = self.work(units)
             dt = max(time.perf_counter() - t0, 1e-9)
             cpu += _cpu_s() - c0
             wall += dt
-            rates.append(units / dt)
+            rates.append(sum(u / max(c, 1e-9) for u, c in shares if u))
+            wall_rates.append(units / dt)
         self.units_per_s = statistics.median(rates)
         self.calibration = {"mode": "cpu", "threads": self.threads, "units_per_s": self.units_per_s,
                             "unit": f"matmul of {STACK} float32 {SIZE}x{SIZE} matrices",
                             "trial_units": units, "trials": trials, "rate_min": min(rates),
-                            "rate_max": max(rates), "cores_busy": cpu / wall, "node_cpus": node_cpus()}
+                            "rate_max": max(rates), "wall_units_per_s": statistics.median(wall_rates),
+                            "cores_busy": cpu / wall, "node_cpus": node_cpus()}
         return self.units_per_s
 
     def units_for(self, seconds: float) -> int:
