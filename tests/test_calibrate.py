@@ -151,4 +151,4 @@ def test_the_printed_overrides_validate(models, capsys, tmp_path):
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose("config", overrides=[f"data_root={tmp_path / 'd'}", f"db={tmp_path / 'r.db'}", *over])
     s = validate(OmegaConf.to_container(cfg, resolve=True), tmp_path, tuple(over))
-    assert s.batch_size == 4 and s.compute in ("sleep", "cpu")
+    assert s.workload.batch_size == 4 and s.workload.compute in ("sleep", "cpu")

@@ -439,12 +439,12 @@ def test_kernel_runs_with_compute_cpu(tmp_path, reader):
     spec, plan, res = run_kernel(tmp_path, f"reader={reader}", "workload.compute=cpu", "workload.compute_threads=1",
                                  "workload.compute_time=0.02", "workload.batch_size=8", "workload.epochs=1",
                                  "workload.cache=warm", *extra)
-    assert spec.compute == "cpu" and spec.measurement_params()["compute"] == "cpu"
+    assert spec.workload.compute == "cpu" and spec.measurement_params()["compute"] == "cpu"
     info = res["rank_info"][0]
     assert info["compute"]["mode"] == "cpu" and info["compute"]["threads"] == 1
     assert info["compute"]["units_per_s"] > 0
     e = res["epochs"][0]
-    batches = -(-spec.samples // 8)
+    batches = -(-spec.workload.samples // 8)
     assert e["bytes_read"] == e["bytes_planned"]
     assert e["compute_time_s"] > 0.5 * batches * 0.02
     assert info["cpu_s"] > 0.5 * batches * 0.02
