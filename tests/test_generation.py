@@ -8,10 +8,12 @@ import hashlib
 import json
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
 
+from experiments import cache as pagecache
 from experiments.dataset import (
     DatasetPlan,
     ensure_dataset,
@@ -195,3 +197,18 @@ def test_generate_here_writes_the_plan_s_files(tmp_path):
         out = np.empty(plan.sample_size, dtype=np.uint8)
         assert r.payload(0, out).tobytes() == plan.file_payload(0).sample(0)
     assert "DDLIO_T_GEN" not in os.environ
+
+
+def test_write_behind_drops_what_is_written_from_the_page_cache(tmp_path):
+    """Drop-behind: while a file is written, what was written back is dropped from the page cache, so generation
+    recycles a little memory instead of filling the page cache with the whole dataset; the bytes are intact."""
+    path = tmp_path / "f.bin"
+    chunks = [np.random.default_rng(i).bytes(1 << 20) for i in range(48)]
+    with write_behind(path), open(path, "wb") as f:
+        for c in chunks:
+            f.write(c)
+            f.flush()
+            time.sleep(0.01)  # a slow writer: the watcher gets many turns
+        os.fsync(f.fileno())
+    assert pagecache.residency([path]) < 0.5  # without drop-behind all of it stays cached after the writes
+    assert hashlib.sha256(path.read_bytes()).digest() == hashlib.sha256(b"".join(chunks)).digest()
