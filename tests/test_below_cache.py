@@ -29,7 +29,9 @@ def test_the_first_read_is_claimed_once(tmp_path):
 def test_settle_reads_until_the_rate_is_steady(tmp_path):
     files = [tmp_path / f"part-{i}" for i in range(2)]
     for i, f in enumerate(files):
-        f.write_bytes(np.random.default_rng(i).bytes(3 << 20))
+        with open(f, "wb") as out:  # written durably, as generation does: dirty pages cannot be dropped
+            out.write(np.random.default_rng(i).bytes(3 << 20))
+            os.fsync(out.fileno())
     # any rate within 100x of the median counts as steady: the whole read, then exactly one window of probes
     s = pagecache.settle(files, probe_bytes=4 << 20, window=3, tolerance=100.0, budget_s=600)
     assert s["stable"] is True and len(s["passes_mib_s"]) == 4
