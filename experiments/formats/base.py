@@ -225,6 +225,21 @@ class Reader:
         self.close()
 
 
+class ArrayReturningReader(Reader):
+    """A reader whose library hands each sample back as an array of its own (h5py's ``ds[i]``, ``np.load``)
+    instead of filling the caller's buffer: :meth:`read` keeps it in ``_last``, and :meth:`payload` and
+    :meth:`fetch` give it back as is."""
+
+    _last: np.ndarray = np.empty(0, dtype=np.uint8)
+
+    def payload(self, i: int, out: np.ndarray) -> np.ndarray:
+        self.read(i, out)
+        return self._last.reshape(-1)
+
+    def fetch(self, i: int, out: np.ndarray) -> tuple[int, np.ndarray]:
+        return self.read(i, out), self._last
+
+
 class Format:
     """One file format. Subclasses set ``name``/``suffix`` and implement ``write`` and ``open``."""
 

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from experiments.errors import FormatError
-from experiments.formats.base import FilePayload, Format, Reader, fsync_path
+from experiments.formats.base import ArrayReturningReader, FilePayload, Format, Reader, fsync_path
 
 COMPRESSIONS = ("none", "gzip", "lzf")
 DRIVERS = ("sec2", "stdio", "core")
@@ -65,7 +65,7 @@ def open_file(path: str | os.PathLike, options: dict[str, Any]) -> Any:
     return h5py.File(fid)
 
 
-class HDF5ArrayReader(Reader):
+class HDF5ArrayReader(ArrayReturningReader):
     """``layout=array``: sample i is ``images[i]``, an array of the sample shape."""
 
     def __init__(self, path: str | os.PathLike, options: dict[str, Any] | None = None) -> None:
@@ -99,18 +99,11 @@ class HDF5ArrayReader(Reader):
             raise FormatError(f"{self._f.filename}: reading sample {i} failed ({e})") from e
         return self._last.nbytes
 
-    def payload(self, i: int, out: np.ndarray) -> np.ndarray:
-        self.read(i, out)
-        return self._last.reshape(-1)
-
-    def fetch(self, i: int, out: np.ndarray) -> tuple[int, np.ndarray]:
-        return self.read(i, out), self._last
-
     def close(self) -> None:
         self._f.close()
 
 
-class HDF5Reader(Reader):
+class HDF5Reader(ArrayReturningReader):
     def __init__(self, path: str | os.PathLike, options: dict[str, Any] | None = None) -> None:
         try:
             self._f = open_file(path, options or {})
@@ -143,13 +136,6 @@ class HDF5Reader(Reader):
         except (OSError, ValueError) as e:
             raise FormatError(f"{self._f.filename}: reading sample {i} failed ({e})") from e
         return self._last.nbytes
-
-    def payload(self, i: int, out: np.ndarray) -> np.ndarray:
-        self.read(i, out)
-        return self._last
-
-    def fetch(self, i: int, out: np.ndarray) -> tuple[int, np.ndarray]:
-        return self.read(i, out), self._last
 
     def close(self) -> None:
         self._f.close()

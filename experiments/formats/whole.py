@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from experiments.errors import FormatError
-from experiments.formats.base import Format, Reader
+from experiments.formats.base import ArrayReturningReader, Format
 
 LOADS = ("sample", "whole")
 #: the layouts of NPY and NPZ: samples back to back (with offsets), or an N-d array of samples per file
@@ -111,7 +111,7 @@ def npz_load_bytes(path: str | os.PathLike, member: str) -> int:
         return NP_LOAD_PEEK + f.nbytes + info.compress_size
 
 
-class WholeReader(Reader):
+class WholeReader(ArrayReturningReader):
     """Samples of a file loaded whole by ``load()`` (``np.load`` through a :class:`CountingFile`, returning the
     array of samples); ``sample(array, i)`` takes sample i out of it (a view)."""
 
@@ -142,13 +142,6 @@ class WholeReader(Reader):
             self.loads += 1
         self._last = self._sample(self._array, i)
         return n
-
-    def payload(self, i: int, out: np.ndarray) -> np.ndarray:
-        self.read(i, out)
-        return self._last.reshape(-1)
-
-    def fetch(self, i: int, out: np.ndarray) -> tuple[int, np.ndarray]:
-        return self.read(i, out), self._last
 
     def release(self) -> None:
         self._array = None

@@ -20,26 +20,10 @@ PASS=${PG_PASSWORD:-ddlio-ci}
 D=$B/data
 PIDF=$B/postgres.pid
 
-log() { echo "[postgres.sh $(date +%T)] $*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-alive() { [ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status"; }
-# the recorded PID, if that process is alive and still the postgres server (PIDs get reused)
-our_pid() {
-  local p
-  [ -s "$PIDF" ] || return 1
-  p=$(tr -dc 0-9 <"$PIDF")
-  [ -n "$p" ] && alive "$p" && [ "$(ps -o comm= -p "$p" 2>/dev/null)" = postgres ] && echo "$p"
-}
-wait_for() {
-  local end=$((SECONDS + $1))
-  shift
-  while ((SECONDS < end)); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    sleep 0.2
-  done
-  log "timed out waiting for: $*"
-  return 1
-}
+# shellcheck source=tests/cluster/lib.sh
+. "$(dirname "$0")/lib.sh"
+# the recorded PID, if that process is alive and still the postgres server
+our_pid() { pid_of "$PIDF" postgres; }
 bindir() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
 as_pg() { runuser -u postgres -- "$@"; }
 ready() { timeout 5 "$(bindir)/pg_isready" -q -h 127.0.0.1 -p "$PORT"; }
@@ -109,7 +93,7 @@ stop_server() {
   local p
   if p=$(our_pid); then
     kill -INT "$p" 2>/dev/null || true  # fast shutdown: ends sessions, checkpoints, exits
-    wait_for 30 sh -c "! { [ -r /proc/$p/status ] && ! grep -q '^State:[[:space:]]*Z' /proc/$p/status; }" \
+    wait_for 30 gone "$p" \
       || { log "postgres ($p) did not stop: KILL"; kill -9 "$p" 2>/dev/null || true; }
   fi
   rm -f "$PIDF"

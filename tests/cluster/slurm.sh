@@ -25,28 +25,8 @@ CONF=/etc/slurm
 LIBMPI=/usr/lib/x86_64-linux-gnu/libmpi.so.40
 PKGS="slurm-wlm slurmdbd munge mariadb-server openmpi-bin libpmix-dev"
 
-log() { echo "[slurm.sh $(date +%T)] $*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-# PID 1 in these sandboxes does not reap orphans: a dead daemon can linger as a zombie, so kill -0 is not enough
-alive() { [ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status"; }
-# pid_of <pidfile> <comm>: the recorded PID if that process is alive and still is <comm> (PIDs get reused)
-pid_of() {
-  local p
-  [ -s "$1" ] || return 1
-  p=$(tr -dc 0-9 <"$1")
-  [ -n "$p" ] && alive "$p" && [ "$(ps -o comm= -p "$p" 2>/dev/null)" = "$2" ] && echo "$p"
-}
-# wait_for <seconds> <command...>: poll until the command succeeds; every wait is time-boxed
-wait_for() {
-  local end=$((SECONDS + $1))
-  shift
-  while ((SECONDS < end)); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    sleep 0.2
-  done
-  log "timed out waiting for: $*"
-  return 1
-}
+# shellcheck source=tests/cluster/lib.sh
+. "$(dirname "$0")/lib.sh"
 # start a self-daemonizing program: no terminal/pipe kept open, and not the lock (fd 9)
 daemon() { "$@" </dev/null >>"$B/log/daemons.out" 2>&1 9>&-; }
 nodes() { seq -f "n%g" 1 "$N"; }
@@ -261,7 +241,7 @@ stop_pid() {
   local p
   if p=$(pid_of "$1" "$2"); then
     kill "$p" 2>/dev/null || true
-    wait_for 10 sh -c "! { [ -r /proc/$p/status ] && ! grep -q '^State:[[:space:]]*Z' /proc/$p/status; }" \
+    wait_for 10 gone "$p" \
       || { log "$2 ($p) ignored TERM: KILL"; kill -9 "$p" 2>/dev/null || true; }
   fi
   rm -f "$1"
