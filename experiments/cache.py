@@ -124,7 +124,9 @@ def read_through(paths: Iterable[str | os.PathLike], block: int = 4 << 20, limit
         fd = os.open(p, os.O_RDONLY)
         try:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # this read must reach below the client
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+            # a read cut short by the limit must not leave readahead in flight: pages still under I/O when the
+            # file is dropped below would stay cached (reading to the end waits for all of them)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL if limit is None else os.POSIX_FADV_RANDOM)
             while n < cap:
                 got = os.readv(fd, [buf[: int(min(block, cap - n))]])
                 if not got:
