@@ -6,7 +6,7 @@
 
 Hydra composes one config per point (multirun = every combination) and hands each batch to ddlio's launcher
 (``hydra_plugins/ddlio_launcher``): it validates every point of the batch (so a bad value is reported before any
-job is submitted or byte written), measures the batch through ``experiments.launch`` with the results store (which
+job is submitted or byte written), measures the batch through ``experiments.run.launch`` with the results store (which
 skips what is already measured and records everything else as it finishes) and returns each point's objective, so
 any Hydra sweeper drives it: the grid by default, ``hydra/sweeper=optuna`` for an adaptive search.
 """
@@ -47,8 +47,8 @@ def _point(cfg: DictConfig) -> float | None:
     as a batch of one and return its objective. ddlio's own launcher (the default) runs whole batches instead."""
     from hydra.core.hydra_config import HydraConfig
 
-    from experiments.batch import run_batch
-    from experiments.errors import DdlioError
+    from ddlio.errors import DdlioError
+    from experiments.run.batch import run_batch
     from hydra_plugins.ddlio_launcher.launcher import task_dict
 
     try:
@@ -90,12 +90,12 @@ def run() -> int:
     except Exception as e:
         if os.environ.get("DDLIO_TRACEBACK") == "1":
             raise
-        from experiments.errors import DdlioError
+        from ddlio.errors import DdlioError
 
         if isinstance(e, DdlioError):
             print(f"error: {e}", file=sys.stderr)
             return 2
-        from experiments.secrets import mask
+        from ddlio.secrets import mask
 
         print(mask(f"error: {type(e).__name__}: {e}".splitlines()[0][:500]), file=sys.stderr)
         print("(an unexpected error in ddlio; set DDLIO_TRACEBACK=1 to see the traceback)", file=sys.stderr)

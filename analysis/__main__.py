@@ -53,7 +53,7 @@ def _run(argv: list[str] | None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns the exit code (0 ok, 1 failed or unexpected error, 2 bad input, 130 interrupted)."""
-    from experiments.errors import DdlioError
+    from ddlio.errors import DdlioError
 
     show = os.environ.get(TRACEBACK_ENV) == "1"  # as sweep.py reads it
     try:

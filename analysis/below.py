@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import select
 
-from analysis.store import Epoch, StoreReader
+from ddlio.store import Epoch, StoreReader
 
 #: a first read is flagged when it differs from the repeats' mean by more than this many of their standard
 #: deviations, and by more than :data:`MIN_DIFFERENCE` of that mean

@@ -19,8 +19,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from experiments.errors import DdlioError
-from experiments.posix import SIZE_BIN_NAMES
+from ddlio.errors import DdlioError
+from experiments.kernel.posix import SIZE_BIN_NAMES
 
 MIB = 1024 * 1024
 #: file name endings -> ddlio format name, to label what the application read

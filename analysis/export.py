@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.store import StoreReader
-from experiments.errors import DdlioError
+from ddlio.errors import DdlioError
+from ddlio.store import StoreReader
 
 
 def export_frame(store: StoreReader, table: str) -> pd.DataFrame:
-    """The ``points`` or ``epochs`` table of ``store`` (an :class:`analysis.store.StoreReader`) as a flat frame."""
+    """The ``points`` or ``epochs`` table of ``store`` (an :class:`ddlio.store.StoreReader`) as a flat frame."""
     from sqlalchemy import Text, cast, select
 
     from analysis.query import epochs_frame
-    from analysis.store import Point
+    from ddlio.store import Point
 
     if table == "epochs":
         return epochs_frame(store)
@@ -58,7 +58,7 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from analysis.store import open_store_for_reading
+    from ddlio.store import open_store_for_reading
 
     if args.format == "parquet" and not args.out:
         raise DdlioError("--format parquet needs --out FILE (Parquet is binary; it is not written to a terminal)")

@@ -378,7 +378,7 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from analysis.query import analysis_frame, hist_frame, parse_where
-    from analysis.store import open_store_for_reading
+    from ddlio.store import open_store_for_reading
 
     where = parse_where(args.where)
     store = open_store_for_reading(args.db)

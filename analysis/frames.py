@@ -175,7 +175,7 @@ def latency_frame(points: pd.DataFrame, keys: pd.Series, hists: np.ndarray) -> p
     the histograms of the points summed; columns series, bucket, latency_us (bucket's geometric midpoint, µs),
     upper_us (bucket's upper edge, µs), reads, fraction, cdf (fraction of reads faster than upper_us). Buckets
     before the first and after the last non-empty one are dropped."""
-    from experiments.metrics import BUCKETS_PER_OCTAVE, bucket_mid_ns
+    from ddlio.metrics import BUCKETS_PER_OCTAVE, bucket_mid_ns
 
     cols = ["series", "bucket", "latency_us", "upper_us", "reads", "fraction", "cdf"]
     if points.empty or hists.size == 0:

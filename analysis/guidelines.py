@@ -446,8 +446,8 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from analysis.query import analysis_frame, parse_where
-    from analysis.store import open_store_for_reading
-    from experiments.errors import DdlioError
+    from ddlio.errors import DdlioError
+    from ddlio.store import open_store_for_reading
 
     if args.bootstrap < 100 or args.min_repeats < 2:
         raise DdlioError("--bootstrap must be at least 100 and --min-repeats at least 2 (an interval needs two "

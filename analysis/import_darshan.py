@@ -10,8 +10,8 @@ import argparse
 from pathlib import Path
 
 from analysis.darshan_log import read_log, workload_preset
-from analysis.store import open_store_for_writing
-from experiments.errors import DdlioError
+from ddlio.errors import DdlioError
+from ddlio.store import open_store_for_writing
 
 
 def setup_parser(parser: argparse.ArgumentParser) -> None:

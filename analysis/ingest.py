@@ -11,10 +11,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from analysis.store import open_store_for_writing
-from experiments.errors import DdlioError
-from experiments.launch import load_run_records
-from experiments.runpaths import FAILURE, RESULT
+from ddlio.errors import DdlioError
+from ddlio.runpaths import FAILURE, RESULT
+from ddlio.store import open_store_for_writing
+from experiments.run.launch import load_run_records
 
 _KINDS = ("ddlio.result", "ddlio.failure")
 

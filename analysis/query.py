@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import select
 
-from analysis.store import Epoch, Point, StoreReader
 from analysis.where import Filter
+from ddlio.store import Epoch, Point, StoreReader
 
 #: The columns of ``summary`` (and of its csv), in order.
 SUMMARY_COLUMNS = [
@@ -36,7 +36,7 @@ def points_frame(store: StoreReader, status: str | None = None) -> pd.DataFrame:
 def measurements_frame(store: StoreReader, point_key: str | None = None) -> pd.DataFrame:
     """The points' history: one row per outcome ever stored (completed or failed), oldest first, with
     ``current`` True for the one the point's row (and so every analysis) uses."""
-    from analysis.store import Measurement
+    from ddlio.store import Measurement
 
     cols = [c for c in Measurement.__table__.columns if c.name != "record"]
     stmt = select(*cols, (Point.measurement_id == Measurement.id).label("current")).join(
@@ -100,7 +100,7 @@ def analysis_frame(store: StoreReader, where: str | Filter | None = None) -> pd.
 
     ``where`` is a filter in the language of :mod:`analysis.where` over these columns (e.g.
     ``"format == 'hdf5' and nodes >= 2"``), checked before the store is read; a refused one raises
-    :class:`analysis.where.FilterError` (a :class:`experiments.errors.DdlioError`) saying what is allowed.
+    :class:`analysis.where.FilterError` (a :class:`ddlio.errors.DdlioError`) saying what is allowed.
     """
     from sqlalchemy import Text, cast
 
@@ -133,7 +133,7 @@ def observed_frame(store: StoreReader) -> pd.DataFrame:
 def parse_hists(texts: list[str] | pd.Series) -> np.ndarray:
     """Latency histograms stored as JSON text -> an int64 matrix (one row each, zero-padded to the longest).
 
-    Bucket ``k`` counts reads with latency in [2**(k/4), 2**((k+1)/4)) ns (see :mod:`experiments.metrics`).
+    Bucket ``k`` counts reads with latency in [2**(k/4), 2**((k+1)/4)) ns (see :mod:`ddlio.metrics`).
     """
     bodies = [t.strip("[] ") if isinstance(t, str) else "" for t in texts]
     if not bodies:
@@ -174,7 +174,7 @@ def environments_frame(store: StoreReader) -> pd.DataFrame:
     """The ``environments`` table with package versions as JSON text, one row per environment."""
     from sqlalchemy import Text, cast
 
-    from analysis.store import Environment
+    from ddlio.store import Environment
 
     stmt = select(Environment.id, Environment.host, Environment.os, Environment.git_commit, Environment.git_dirty,
                   cast(Environment.packages, Text).label("packages"), cast(Environment.raw, Text).label("raw"))

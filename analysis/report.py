@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.store import StoreReader
+from ddlio.store import StoreReader
 
 #: Most configuration rows shown in the report's table (the rest are counted, and in `export`).
 MAX_CONFIG_ROWS = 400
@@ -62,13 +62,13 @@ def sweeps_frame(store: StoreReader) -> pd.DataFrame:
     """The ``sweeps`` table: id, start/finish (UTC), the command line, host and point counts."""
     from sqlalchemy import Text, cast, select
 
-    from analysis.store import Sweep
+    from ddlio.store import Sweep
 
     stmt = select(Sweep.id, Sweep.started_utc, Sweep.finished_utc, cast(Sweep.argv, Text).label("argv"), Sweep.host,
                   Sweep.n_points, Sweep.n_skipped, Sweep.n_completed, Sweep.n_failed).order_by(Sweep.started_utc)
     with store.engine.connect() as conn:
         df = pd.read_sql(stmt, conn)
-    from experiments.secrets import mask  # stores written before argv was masked
+    from ddlio.secrets import mask  # stores written before argv was masked
 
     df["argv"] = df["argv"].map(lambda t: mask(" ".join(json.loads(t)[1:])) if isinstance(t, str) else "")
     return df
@@ -79,7 +79,7 @@ def layouts_frame(store: StoreReader) -> pd.DataFrame:
     layout (JSON), the reason when not applied, and how many points share it."""
     from sqlalchemy import Text, cast, select
 
-    from analysis.store import Point
+    from ddlio.store import Point
 
     stmt = select(Point.fs_type, Point.striping_applicable, cast(Point.layout, Text).label("layout")).where(
         Point.status == "completed")
@@ -221,7 +221,7 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from analysis.query import parse_where
-    from analysis.store import describe, open_store_for_reading
+    from ddlio.store import describe, open_store_for_reading
 
     parse_where(args.where)  # a refused filter is named before the store is opened
     store = open_store_for_reading(args.db)

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from experiments.errors import DdlioError
+from ddlio.errors import DdlioError
 
 READ_KEYWORDS = ("select", "with", "values", "explain")
 
@@ -45,7 +45,7 @@ def check_read_only(sql: str) -> None:
 def _sqlite_path(db: str) -> Path | None:
     from sqlalchemy.engine import make_url
 
-    from analysis.store import db_url
+    from ddlio.store import db_url
 
     url = make_url(db_url(db))
     if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
@@ -58,7 +58,7 @@ def run_query(db: str, sql: str) -> pd.DataFrame:
     check_read_only(sql)
     path = _sqlite_path(db)
     if path is not None:
-        from analysis.store import check_store
+        from ddlio.store import check_store
 
         check_store(db, write=False)  # a store that exists, is SQLite and has a schema this ddlio reads
         conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
@@ -77,7 +77,7 @@ def run_query(db: str, sql: str) -> pd.DataFrame:
     from sqlalchemy import text
     from sqlalchemy.exc import SQLAlchemyError
 
-    from analysis.store import open_store_for_reading
+    from ddlio.store import open_store_for_reading
 
     engine = open_store_for_reading(db).engine  # checked, and opened read-only
     try:
@@ -100,7 +100,7 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from analysis.store import default_db
+    from ddlio.store import default_db
 
     df = run_query(args.db or default_db(), args.sql)
     if args.format == "csv":

@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from analysis.store import Point, Sweep, SweepPoint, open_store_for_reading
+from ddlio.store import Point, Sweep, SweepPoint, open_store_for_reading
 
 
 def setup_parser(parser: argparse.ArgumentParser) -> None:
@@ -67,7 +67,7 @@ def _slurm_states(s: Any, sweep_ids: list[str]) -> dict[str, str]:
 
     if shutil.which("squeue") is None:
         return {}
-    from experiments.slurmstate import JobWatcher
+    from experiments.executors.slurm.state import JobWatcher
 
     rows = s.execute(
         select(Point.job_id, Point.config).join(SweepPoint, Point.point_key == SweepPoint.point_key)

@@ -7,7 +7,7 @@ import sys
 
 from analysis.below import store_notes
 from analysis.query import analysis_frame, summary_frame
-from analysis.store import open_store_for_reading
+from ddlio.store import open_store_for_reading
 
 SHORT = ["status", "label", "repeat", "bytes_read", "bandwidth_mib_s", "iops", "io_time_slowest_s",
          "wall_time_s", "cache", "first_read", "error"]

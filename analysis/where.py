@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from experiments.errors import DdlioError
+from ddlio.errors import DdlioError
 
 #: One line that says what a filter may use (printed with every refusal).
 ALLOWED = ("column names, literals (numbers, 'text', True, False, None), comparisons (== != < <= > >=), "

@@ -88,7 +88,7 @@ def synthetic_points(n: int, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]
 
 def build(path: Path, n: int) -> float:
     """Create the store at ``path`` with ``n`` points; returns seconds."""
-    from analysis.store import Store
+    from ddlio.store import Store
 
     t = time.perf_counter()
     Store(str(path))  # the schema, exactly as ddlio creates it
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     from analysis import guidelines as G
     from analysis.figures import plan_figures, render
     from analysis.query import analysis_frame, hist_frame
-    from analysis.store import open_store_for_reading
+    from ddlio.store import open_store_for_reading
 
     with tempfile.TemporaryDirectory(prefix="ddlio-scale-") as tmp:
         root = Path(args.keep or tmp)

@@ -34,7 +34,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from experiments.units import parse_size  # noqa: E402
+from ddlio.units import parse_size  # noqa: E402
 
 
 def evict(path: Path) -> None:

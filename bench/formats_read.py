@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.cache import evict, residency
+from ddlio.units import format_size, parse_size
 from experiments.formats import FORMATS, FilePayload, get_format
-from experiments.units import format_size, parse_size
+from experiments.kernel.cache import evict, residency
 
 #: extra rows: formats whose options change the work per read
 VARIANTS = {"jpeg+decode": ("jpeg", {"decode": True}), "png+decode": ("png", {"decode": True})}

@@ -2,7 +2,7 @@
 
 For each format, a dataset of ``--size`` bytes (``--sample-size`` samples, one shared file by default: the
 ``default`` workload's 256 MiB) is generated through ddlio's own path, the one ``sweep.py`` runs inside a job
-(:func:`experiments.dataset.ensure_dataset` with :func:`experiments.launch.generation_runner`): the dataset lock,
+(:func:`experiments.dataset.ensure_dataset` with :func:`experiments.run.launch.generation_runner`): the dataset lock,
 an empty directory, the files written (by one rank in the job's process, or by an MPI step of ``min(ppn, files)``
 ranks), each fsync'd, the verification pass and the manifest. Its rate is the bytes on disk (data files and
 sidecars, from the manifest) / the wall seconds of that whole call.
@@ -48,7 +48,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from experiments.units import format_size, parse_size  # noqa: E402
+from ddlio.units import format_size, parse_size  # noqa: E402
 
 MIB = 1024 * 1024
 #: formats whose generation is bound by their writing, not by an image codec: the ``min ratio`` is over these
@@ -75,8 +75,8 @@ def point(data: Path, fmt: str, total: int, sample_size: int, files: int, ppn: i
     return validate(OmegaConf.to_container(cfg, resolve=True), data)
 
 
+from ddlio.runpaths import runs_dir  # noqa: E402
 from experiments.dataset import DatasetPlan  # noqa: E402
-from experiments.runpaths import runs_dir  # noqa: E402
 
 
 def cpu_seconds() -> float:
@@ -89,7 +89,7 @@ def generate(spec: Any, run_dir: Path) -> tuple[float, int, int, int, float]:
     """Generate ``spec``'s dataset from scratch through the product's path; returns (wall seconds, bytes on disk,
     payload bytes, generation ranks, CPU seconds)."""
     from experiments.dataset import ensure_dataset
-    from experiments.launch import generation_runner
+    from experiments.run.launch import generation_runner
     from lustre.layout import Layout
 
     plan = DatasetPlan.from_point(spec)

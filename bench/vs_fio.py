@@ -32,10 +32,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from experiments.cache import evict, warm  # noqa: E402
+from ddlio.runpaths import RunPaths  # noqa: E402
+from ddlio.units import format_size, parse_size  # noqa: E402
 from experiments.dataset import DatasetPlan, data_files  # noqa: E402
-from experiments.runpaths import RunPaths  # noqa: E402
-from experiments.units import format_size, parse_size  # noqa: E402
+from experiments.kernel.cache import evict, warm  # noqa: E402
 
 MIB = 1024 * 1024
 
@@ -61,7 +61,7 @@ def point(data: Path, size: int, total: int, procs: int, shuffle: str, cache: st
 
 
 def run_kernel(spec: Any, run_dir: Path) -> dict[str, Any]:
-    from experiments.launch import run_point
+    from experiments.run.launch import run_point
 
     rec = run_point(spec.to_dict(), str(run_dir))
     if rec["kind"] != "ddlio.result":

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from experiments.errors import ConfigError
+from ddlio.errors import ConfigError
 
 INSTALL_HINT = "calibration needs TensorFlow: pip install -e '.[tf]' (or pip install tensorflow-cpu)"
 

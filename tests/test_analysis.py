@@ -17,8 +17,8 @@ from pandas.testing import assert_frame_equal
 from analysis import frames as F
 from analysis import guidelines as G
 from analysis.query import CONFIG_COLUMNS, analysis_frame, hist_frame, parse_hists
-from analysis.store import Store
-from experiments.errors import DdlioError
+from ddlio.errors import DdlioError
+from ddlio.store import Store
 from helpers import point
 
 # ----------------------------------------------------------------------------------------------- store builders

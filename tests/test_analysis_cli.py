@@ -13,7 +13,7 @@ import pytest
 
 from conftest import cli_env
 from experiments.dataset import write_json_atomic
-from experiments.launch import failure_record
+from experiments.run.launch import failure_record
 from helpers import point
 
 
@@ -63,7 +63,7 @@ def test_a_ddlio_error_is_one_line_and_exit_2(tmp_path, analysis):
 @pytest.mark.parametrize("command", [("report", "--out", "a-file/report.html"), ("figures", "--out", "a-file"),
                                      ("export", "--out", "a-file/points.csv")])
 def test_an_output_path_in_the_way_is_bad_input_in_one_line(tmp_path, analysis, command):
-    from analysis.store import Store
+    from ddlio.store import Store
 
     Store(str(tmp_path / "r.db"))
     (tmp_path / "a-file").write_text("x")
@@ -121,7 +121,7 @@ def test_ctrl_c_prints_interrupted_and_exits_130(tmp_path):
 
 
 def test_a_closed_stdout_pipe_stays_quiet(tmp_path):
-    from analysis.store import Store
+    from ddlio.store import Store
 
     Store(str(tmp_path / "r.db"))
     r_fd, w_fd = os.pipe()

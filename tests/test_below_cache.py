@@ -16,7 +16,7 @@ from test_kernel import run_kernel
 
 from analysis.below import excluded_note, first_read_frame, notes, store_notes
 from analysis.query import analysis_frame
-from experiments import cache as pagecache
+from experiments.kernel import cache as pagecache
 from helpers import point
 
 
@@ -78,7 +78,7 @@ def test_keys_of_points_measured_before_settle_existed(tmp_path):
 
 
 def test_bad_flush_size(tmp_path):
-    from experiments.errors import ConfigError
+    from ddlio.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"workload.flush_size=1KiB .* out of range"):
         point(tmp_path, "workload.cache=storage_cold", "workload.flush_size=1KiB")
@@ -114,7 +114,7 @@ def test_storage_cold_reads_the_flush_file_before_every_epoch(tmp_path):
 
 def test_old_datasets_say_unknown(tmp_path):
     from experiments.dataset import DatasetPlan, ensure_dataset, load_manifest, write_json_atomic
-    from experiments.launch import _step_runner
+    from experiments.run.launch import _step_runner
     from helpers import mpi_generation
     from lustre.layout import Layout
 

@@ -41,7 +41,7 @@ def _measured_once(tmp_path: Path, n: int, db: str = "") -> None:
     store's; one kernel result, no archived earlier attempt."""
     from sqlalchemy import create_engine, text
 
-    from analysis.store import db_url
+    from ddlio.store import db_url
 
     engine = create_engine(db_url(db or str(tmp_path / "r.db")))
     with engine.connect() as c:
@@ -95,7 +95,7 @@ def test_a_claim_left_by_a_dead_driver_is_taken_over(sweep, tmp_path):
     and measures it (a PID that no longer runs, on this host)."""
     import socket
 
-    from analysis.store import Store
+    from ddlio.store import Store
     from helpers import point
 
     spec = point(tmp_path, "workload.epochs=1")

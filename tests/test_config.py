@@ -7,8 +7,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from conftest import ROOT
+from ddlio.errors import ConfigError
 from experiments.config import LocalCluster, PointSpec, SlurmCluster, register_configs, validate
-from experiments.errors import ConfigError
 from experiments.formats import FORMATS
 
 register_configs()

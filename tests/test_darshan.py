@@ -15,7 +15,7 @@ darshan = pytest.importorskip("darshan", reason="pydarshan is not installed: pip
 from analysis import import_darshan  # noqa: E402
 from analysis.__main__ import main as analysis_main  # noqa: E402
 from analysis.query import analysis_frame, summary_frame  # noqa: E402
-from analysis.store import StoreReader  # noqa: E402
+from ddlio.store import StoreReader  # noqa: E402
 from helpers import point  # noqa: E402
 
 BASE = Path(darshan.__file__).parent

@@ -73,7 +73,7 @@ def test_a_complete_dataset_is_reused_and_an_incomplete_one_rebuilt(tmp_path):
 
 
 def test_generation_failure_is_reported_with_what_the_ranks_said(tmp_path):
-    from experiments.errors import LaunchError
+    from ddlio.errors import LaunchError
 
     spec = point(tmp_path)
     plan = DatasetPlan.from_point(spec)

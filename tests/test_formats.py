@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments.errors import FormatError
+from ddlio.errors import FormatError
 from experiments.formats import FORMATS, FilePayload, get_format
 
 SIZES = {
@@ -296,7 +296,7 @@ def test_decode_decodes_inside_the_read(tmp_path, name):
 
 
 def test_image_options_are_validated():
-    from experiments.errors import ConfigError
+    from ddlio.errors import ConfigError
 
     with pytest.raises(ConfigError, match="format.decode='yes' must be true or false"):
         get_format("jpeg", decode="yes")
@@ -343,7 +343,7 @@ def test_hdf5_chunked_and_compressed(tmp_path):
 
 
 def test_hdf5_options_are_validated():
-    from experiments.errors import ConfigError
+    from ddlio.errors import ConfigError
 
     with pytest.raises(ConfigError, match="compression=.zstd. is unknown: choose one of none, gzip, lzf"):
         get_format("hdf5", compression="zstd", chunk_samples=2)
@@ -396,8 +396,8 @@ def test_hdf5_knobs_that_change_the_file_do_and_the_others_reach_the_library(tmp
 
 
 def test_payload_is_validated_and_keys_the_dataset(tmp_path):
+    from ddlio.errors import ConfigError
     from experiments.dataset import DatasetPlan
-    from experiments.errors import ConfigError
     from helpers import point
 
     a = point(tmp_path)
@@ -492,7 +492,7 @@ def test_whole_load_bytes_are_what_np_load_reads(tmp_path, name, layout):
 
 
 def test_layouts_and_loads_are_validated():
-    from experiments.errors import ConfigError
+    from ddlio.errors import ConfigError
     from experiments.formats import FORMATS
 
     with pytest.raises(ConfigError, match=r"format.layout='grid' is unknown for hdf5: choose one of bytes, array"):

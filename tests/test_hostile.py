@@ -13,10 +13,10 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from conftest import ROOT
+from ddlio.errors import ConfigError
+from ddlio.shell import control_problems, export_line, quote, sbatch_flag
 from experiments.config import validate
-from experiments.errors import ConfigError
-from experiments.shell import control_problems, export_line, quote, sbatch_flag
-from experiments.slurm import job_script, render_sbatch
+from experiments.executors.slurm import job_script, render_sbatch
 from helpers import point
 
 #: values that would run a command if any of them reached a shell unquoted (MARK is replaced per test)

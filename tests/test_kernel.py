@@ -64,9 +64,9 @@ def test_drop_last_gives_every_rank_the_same_whole_batches(access):
 
 
 def run_kernel(tmp_path, *overrides, evict_first=False):
-    from experiments.cache import evict
     from experiments.dataset import data_files
-    from experiments.launch import _step_runner
+    from experiments.kernel.cache import evict
+    from experiments.run.launch import _step_runner
 
     spec = point(tmp_path, *overrides)
     plan = DatasetPlan.from_point(spec)
@@ -169,7 +169,7 @@ def test_compute_time_gives_accelerator_utilisation(tmp_path):
 
 
 def test_corrupt_data_fails_the_kernel_with_the_reason(tmp_path):
-    from experiments.errors import LaunchError
+    from ddlio.errors import LaunchError
 
     spec = point(tmp_path, "format=tfrecord")
     plan = DatasetPlan.from_point(spec)
@@ -179,7 +179,7 @@ def test_corrupt_data_fails_the_kernel_with_the_reason(tmp_path):
         f.write(b"\0" * 16)
     ks = {"point": spec.to_dict(), "plan": plan.to_dict(), "result_path": str(tmp_path / "res.json")}
     write_json_atomic(tmp_path / "k.json", ks)
-    from experiments.launch import _step_runner
+    from experiments.run.launch import _step_runner
 
     with pytest.raises(LaunchError, match="(?s)kernel step failed.*checksum mismatch"):
         _step_runner(spec, tmp_path)("experiments.kernel", [str(tmp_path / "k.json")], 1, "kernel")
@@ -261,7 +261,7 @@ def test_reader_tf_without_tensorflow_says_how_to_install_it(tmp_path):
         "import sys; sys.modules['tensorflow'] = None\n"  # TensorFlow not importable, as where it is not installed
         "sys.path[:0] = [{!r}, {!r}]\n"
         "from helpers import point\n"
-        "from experiments.errors import ConfigError\n"
+        "from ddlio.errors import ConfigError\n"
         "try:\n    point(__import__('pathlib').Path({!r}), 'reader=tf')\n"
         "except ConfigError as e:\n    print('ERROR', e)\n"
     ).format(str(ROOT), str(ROOT / "tests"), str(tmp_path))
@@ -279,7 +279,7 @@ tf_installed = pytest.mark.skipif(
 @pytest.mark.parametrize(("fmt", "access"), [("tfrecord", "shared"), ("tfrecord", "fpp"), ("hdf5", "shared"),
                                              ("png", "fpp")])
 def test_reader_tf_reads_the_plan_with_two_ranks(tmp_path, fmt, access):
-    from experiments.tfdata import TF_OTHER_READS_MAX
+    from experiments.kernel.tfdata import TF_OTHER_READS_MAX
 
     spec, plan, res = run_kernel(tmp_path, "reader=tf", f"format={fmt}", f"access={access}", "ppn=2",
                                  "workload.shuffle=sample", "workload.sample_size_stdev=2KiB",
@@ -341,7 +341,7 @@ def test_whole_loads_read_whole_files_as_planned(tmp_path, fmt, layout):
 def test_reader_tf_reads_the_layouts_as_applications_do(tmp_path, layout):
     """reader=tf: Examples through TFRecordDataset + parse_example after batching; HDF5 images and NPZ arrays
     from a generator of sample-shaped arrays in regular batches; the bytes are still the plan."""
-    from experiments.tfdata import TF_OTHER_READS_MAX
+    from experiments.kernel.tfdata import TF_OTHER_READS_MAX
 
     spec, plan, res = run_kernel(tmp_path, "reader=tf", *layout, *SHAPED, "ppn=2", "workload.shuffle=sample",
                                  "workload.read_threads=2")
@@ -362,7 +362,7 @@ def test_reader_tf_batches_are_what_an_application_gets(tmp_path):
     import types
 
     from experiments.formats import get_format
-    from experiments.tfdata import example_parser, import_tf
+    from experiments.kernel.tfdata import example_parser, import_tf
 
     tf = import_tf()
     fmt = get_format("tfrecord", layout="example")
@@ -386,7 +386,7 @@ def test_compute_cpu_burns_about_the_planned_cpu_on_an_idle_run():
     import threading
     import time
 
-    from experiments.compute import Compute
+    from experiments.kernel.compute import Compute
 
     def cpu_s() -> float:
         return sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
@@ -424,7 +424,7 @@ def test_compute_cpu_burns_about_the_planned_cpu_on_an_idle_run():
 
 
 def test_compute_mode_unknown_is_refused():
-    from experiments.compute import Compute
+    from experiments.kernel.compute import Compute
 
     with pytest.raises(ValueError, match="choose one of sleep, cpu"):
         Compute("gpu")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.lifecycle import (
+from experiments.run.lifecycle import (
     ENDED,
     LIVE,
     TABLE,

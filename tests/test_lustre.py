@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.errors import LayoutError
+from ddlio.errors import LayoutError
 from lustre import fs as lfs_fs
 from lustre import layout as lay
 from lustre.fs import LUSTRE_MAGIC, fs_info, is_lustre

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from experiments.metrics import (
+from ddlio.metrics import (
     MIB,
     NUM_BUCKETS,
     RankEpoch,
@@ -58,7 +58,7 @@ def test_run_aggregate_sums_each_rank_over_epochs_first():
 
 
 def test_darshan_size_bins_and_per_sample_counter_deltas():
-    from experiments import posix
+    from experiments.kernel import posix
 
     assert [posix.size_bin(n) for n in (0, 100, 101, 1024, 1025, 16384, 65536, 2**20, 2**20 + 1, 2**31)] == [
         0, 0, 1, 1, 2, 3, 3, 4, 5, 9]
@@ -81,7 +81,7 @@ def test_darshan_size_bins_and_per_sample_counter_deltas():
 
 
 def test_the_file_system_layer_aggregates_as_darshan_does():
-    from experiments.metrics import RankEpoch, aggregate, aggregate_run
+    from ddlio.metrics import RankEpoch, aggregate, aggregate_run
 
     def rank(r, e, fs_bytes, t):
         return RankEpoch(r, "n", e, samples=2, bytes_read=1000, read_ops=2, read_time_s=t, hist=[0] * NUM_BUCKETS,

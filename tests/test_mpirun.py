@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from experiments.errors import StartTimeoutError
-from experiments.mpirun import STARTED_ENV, failure_cause, launch_argv, run_step
+from ddlio.errors import StartTimeoutError
+from experiments.run.mpirun import STARTED_ENV, failure_cause, launch_argv, run_step
 
 # what the mpich wheel's mpiexec printed on stdout when a rank was killed by SIGKILL (captured here)
 MPICH_KILLED = """
@@ -79,8 +79,8 @@ def test_a_step_that_announces_its_start_runs_past_the_start_timeout(tmp_path):
 
 def test_real_mpi_ranks_announce_their_start(tmp_path):
     started = tmp_path / "k.started"
-    argv = launch_argv("mpiexec -n {ranks}", 2, 1, 2, "experiments.mpirun", [])
-    # the module run as a step: python -m experiments.mpirun announces and exits (see its __main__)
+    argv = launch_argv("mpiexec -n {ranks}", 2, 1, 2, "experiments.run.mpirun", [])
+    # the module run as a step: python -m experiments.run.mpirun announces and exits (see its __main__)
     res = run_step(argv, 120, started=started, start_timeout_s=60, logs=(tmp_path / "o", tmp_path / "e"))
     assert res.returncode == 0, res.stderr_tail
     assert started.exists()

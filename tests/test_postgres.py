@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
 
-from analysis.store import db_url
 from conftest import run_cli
+from ddlio.store import db_url
 
 pytestmark = pytest.mark.postgres
 
@@ -153,7 +153,7 @@ def test_a_role_that_may_only_read_is_refused_by_writers_and_served_to_readers(s
     import psycopg
     from test_store import fake_result
 
-    from analysis.store import Store
+    from ddlio.store import Store
     from helpers import point
 
     store = Store(pg_url)

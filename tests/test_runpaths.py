@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from conftest import ROOT
-from experiments.runpaths import RECORDS, RunPaths, local_measurement_lock, runs_dir, slurm_dir
+from ddlio.runpaths import RECORDS, RunPaths, local_measurement_lock, runs_dir, slurm_dir
 
 NAMES = ("result.json", "failure.json", "job.json", "kernel.json", "kernel-result.json", "dataset-damaged.txt",
          "repro.sbatch", "kernel.out", "kernel.err", "generate.out", "generate.err", "controller.log")

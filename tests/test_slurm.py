@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from conftest import SWEEP, cli_env
-from experiments.slurm import TERMINAL, job_states
+from experiments.executors.slurm import TERMINAL, job_states
 
 pytestmark = pytest.mark.slurm
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.slurm import executor_parameters, render_sbatch, resources
+from experiments.executors.slurm import executor_parameters, render_sbatch, resources
 from helpers import point
 
 GOLDEN = Path(__file__).parent / "golden" / "repro.sbatch"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from experiments.config import SlurmCluster
-from experiments.slurmstate import (
+from experiments.executors.slurm.state import (
     HELD,
     LIMIT,
     NEVER,

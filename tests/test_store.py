@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from analysis.query import SUMMARY_COLUMNS, epochs_frame, summary_frame
-from analysis.store import Store
-from experiments.launch import failure_record
+from ddlio.store import Store
+from experiments.run.launch import failure_record
 from helpers import point
 
 
@@ -94,7 +94,7 @@ def test_a_newer_failure_is_current_and_the_measurement_stays_in_the_history(tmp
     assert [h["status"] for h in history] == ["completed", "failed"]
     assert history[0]["bandwidth_mib_s"] == 100.0 and row.measurement_id == history[1]["id"]
     with store.session() as s:
-        from analysis.store import Measurement
+        from ddlio.store import Measurement
 
         kept = s.get(Measurement, history[0]["id"]).record
     assert kept["totals"]["bandwidth_mib_s"] == 100.0 and kept["epochs"][0]["hist"] == [0, 64]

@@ -20,8 +20,8 @@ from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
 from test_store import fake_result
 
-from analysis.store import SCHEMA_VERSION, Base, Store, StoreError, check_store, db_url, open_store_for_reading
 from conftest import ROOT, cli_env
+from ddlio.store import SCHEMA_VERSION, Base, Store, StoreError, check_store, db_url, open_store_for_reading
 from helpers import point
 
 
@@ -207,7 +207,7 @@ def test_ingest_of_a_missing_directory_creates_no_store(analysis, tmp_path):
 
 
 def test_passwords_are_masked_in_urls_command_lines_and_hydra_overrides():
-    from experiments.secrets import mask
+    from ddlio.secrets import mask
 
     assert mask("db=postgresql://u:s3cret@h:5432/d x") == "db=postgresql://u:***@h:5432/d x"
     assert mask(r"db=postgresql\://u\:s3cret@h\:5432/d") == r"db=postgresql\://u\:***@h\:5432/d"  # as Hydra escapes
@@ -302,7 +302,7 @@ def test_a_reader_opens_sqlite_read_only(tmp_path):
 CREATE = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from analysis.store import _engine, _parse, upgrade_schema
+    from ddlio.store import _engine, _parse, upgrade_schema
     engine = _engine(_parse(sys.argv[1]), read_only=False)
     engine.connect().close()  # connected and warm: the processes then race on the schema alone
     go = Path(sys.argv[2])

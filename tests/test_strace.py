@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from experiments import posix
 from experiments.dataset import DatasetPlan, ensure_dataset, write_json_atomic
 from experiments.formats import FORMATS, get_format
-from experiments.mpirun import launch_argv
+from experiments.kernel import posix
+from experiments.run.mpirun import launch_argv
 from helpers import mpi_generation, point
 from lustre.layout import Layout
 

@@ -92,9 +92,9 @@ def test_a_lost_point_measured_again_exits_0(sweep, tmp_path):
     import subprocess
     import sys
 
-    from analysis.store import Store
+    from ddlio.store import Store
     from experiments.dataset import write_json_atomic
-    from experiments.launch import run_dir_for
+    from experiments.run.launch import run_dir_for
     from helpers import point
 
     spec = point(tmp_path, "workload.epochs=1")
@@ -140,8 +140,8 @@ def test_result_records_full_provenance(sweep, tmp_path):
 def test_a_late_result_of_a_failed_point_is_stored_not_remeasured(sweep, analysis, tmp_path):
     """A point recorded as failed whose result file landed later (a slow shared file system, a job Slurm
     reported too early): the rerun stores that result instead of measuring again and deleting it."""
-    from analysis.store import Store
-    from experiments.launch import failure_record
+    from ddlio.store import Store
+    from experiments.run.launch import failure_record
 
     assert sweep("workload=tiny").returncode == 0
     ((key, run_dir, config),) = sqlite3.connect(tmp_path / "r.db").execute(
@@ -174,7 +174,7 @@ def test_a_rank_killed_by_a_signal_is_named(sweep, tmp_path):
 def test_two_stores_sharing_a_data_root_keep_their_own_run_folders(sweep, tmp_path):
     """Run folders live under runs/<store id>/: the same point measured for two stores (one data_root) is two
     folders, and neither store's rerun touches the other's."""
-    from analysis.store import store_id
+    from ddlio.store import store_id
 
     for db in ("a.db", "b.db"):
         p = sweep("workload=tiny", "workload.epochs=1", f"db={tmp_path / db}")

@@ -1,6 +1,6 @@
 import pytest
 
-from experiments.units import format_size, parse_size
+from ddlio.units import format_size, parse_size
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ import pytest
 from pandas.testing import assert_frame_equal
 
 from analysis.query import ANALYSIS_COLUMNS, parse_where
-from analysis.store import Store
 from analysis.where import ALLOWED, Filter, FilterError
+from ddlio.store import Store
 
 
 @pytest.fixture

@@ -265,7 +265,7 @@ class Format:
     def __init__(self, **options: Any) -> None:
         problems = self.problems(options)
         if problems:
-            from experiments.errors import ConfigError
+            from ddlio.errors import ConfigError
 
             raise ConfigError(problems)
         self.options = options

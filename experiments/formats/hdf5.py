@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from experiments.errors import FormatError
+from ddlio.errors import FormatError
 from experiments.formats.base import ArrayReturningReader, FilePayload, Format, Reader, fsync_path
 
 COMPRESSIONS = ("none", "gzip", "lzf")

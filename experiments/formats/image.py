@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from experiments.errors import FormatError
+from ddlio.errors import FormatError
 from experiments.formats.base import FilePayload, Format, Reader, fsync_path
 from experiments.formats.indexed import IndexedReader, index_path, offsets_of, write_index
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.errors import FormatError
+from ddlio.errors import FormatError
 from experiments.formats.base import Reader, fsync_path
 
 

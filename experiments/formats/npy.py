@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.errors import FormatError
+from ddlio.errors import FormatError
 from experiments.formats.base import FilePayload, Reader, fsync_path
 from experiments.formats.indexed import IndexedReader, index_path, offsets_of, read_index, write_index
 from experiments.formats.whole import ArrayFileFormat, WholeReader, npy_load_bytes

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments.errors import FormatError
+from ddlio.errors import FormatError
 from experiments.formats.base import FilePayload, Reader, fsync_path, pread_into
 from experiments.formats.whole import ArrayFileFormat, WholeReader, npz_load_bytes
 

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import crc32c
 import numpy as np
 
-from experiments.errors import FormatError
+from ddlio.errors import FormatError
 from experiments.formats.base import FilePayload, Format, Reader, fsync_path, pread_into, sample_labels
 
 HEADER = 12  # uint64 length + uint32 masked crc

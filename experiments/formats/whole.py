@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from experiments.errors import FormatError
+from ddlio.errors import FormatError
 from experiments.formats.base import ArrayReturningReader, Format
 
 LOADS = ("sample", "whole")

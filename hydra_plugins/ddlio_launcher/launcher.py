@@ -1,5 +1,5 @@
 """The ddlio launcher: Hydra hands it a batch of points (override lists); it composes each, validates the whole
-batch, measures it (:func:`experiments.batch.run_batch`) and returns one ``JobReturn`` per point whose
+batch, measures it (:func:`experiments.run.batch.run_batch`) and returns one ``JobReturn`` per point whose
 ``return_value`` is the point's objective (``objective=``, e.g. bandwidth_mib_s), or None when the point failed,
 is still running (wait=false) or was only planned (dry_run). Optuna records a None as a failed trial and goes on.
 
@@ -56,8 +56,8 @@ class DdlioLauncher(Launcher):
         from hydra.core.hydra_config import HydraConfig
         from hydra.core.utils import setup_globals
 
-        from experiments.batch import run_batch
-        from experiments.errors import DdlioError
+        from ddlio.errors import DdlioError
+        from experiments.run.batch import run_batch
 
         assert self.hydra_context is not None and self.task_function is not None and self.config is not None
         setup_globals()
@@ -140,8 +140,8 @@ class DdlioSummary(Callback):
 def print_best(done: list[tuple[list[str], Any]], objective: str, echo: Any = print) -> None:
     """Print the best completed point of ``done`` ((overrides, Outcome) pairs), with the evidence the store
     holds for it."""
-    from analysis.store import open_store_for_reading
-    from experiments.batch import interval, repetitions
+    from ddlio.store import open_store_for_reading
+    from experiments.run.batch import interval, repetitions
 
     overrides, best = max(done, key=lambda d: d[1].value)
     distinct = len({o.spec.point_key for _, o in done})

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ddlio.errors import ConfigError
 from experiments.config import PointSpec
-from experiments.errors import ConfigError
 
 
 @dataclass
@@ -66,9 +66,9 @@ def validate_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], c
 
 def check_free_space(specs: Sequence[PointSpec]) -> None:
     """The new datasets of the sweep (those without a manifest yet) and flush files must fit in the free space."""
+    from ddlio.units import format_size
     from experiments.dataset import DatasetPlan, load_manifest
     from experiments.kernel import flush_path
-    from experiments.units import format_size
     from lustre.fs import fs_info
 
     need: dict[str, int] = {}
@@ -123,7 +123,7 @@ def run_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], cwd: s
     search: they are answered from the store, a failed one is not measured again until the next run; the keys
     this batch measures are added to it.
 
-    Raises :class:`~experiments.errors.DdlioError` for bad input (nothing has run then) and lets
+    Raises :class:`~ddlio.errors.DdlioError` for bad input (nothing has run then) and lets
     ``KeyboardInterrupt`` through (what finished is stored)."""
     import random
 
@@ -132,8 +132,8 @@ def run_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], cwd: s
     specs, driver = batch.unique, composed[0][0]
     objectives = [str(cfg.get("objective", "bandwidth_mib_s")) for cfg, _ in composed]
     warn_striping(specs)
-    from analysis.store import check_store
-    from experiments.secrets import driver_db, mask
+    from ddlio.secrets import driver_db, mask
+    from ddlio.store import check_store
 
     db = driver_db(driver, cwd)  # the points carry it masked; only this process sees the password
     check_store(db, write=True)  # dialect, driver, server, writable, schema version: before anything is written
@@ -143,22 +143,22 @@ def run_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], cwd: s
     dry = bool(driver.get("dry_run"))
     unrunnable = ""
     if any(s.cluster.executor == "slurm" for s in specs):
-        from experiments.slurm import check_available, check_runnable
+        from experiments.executors.slurm import check_available, check_runnable
 
         if not dry:
             check_available()
         unrunnable = check_runnable(specs, echo if dry else lambda m: print(m, file=sys.stderr), dry_run=dry)
     if dry:
-        from analysis.store import store_id
-        from experiments.launch import dry_run
+        from ddlio.store import store_id
+        from experiments.run.launch import dry_run
 
         dry_run(specs, echo, store_id(specs[0].db))
         if unrunnable:  # the plan is shown, and so is why it would be refused
             raise ConfigError(unrunnable)
         return [Outcome(s, "planned") for s in batch.specs]
 
-    from analysis.store import open_store_for_writing
-    from experiments.launch import launch, new_sweep_id
+    from ddlio.store import open_store_for_writing
+    from experiments.run.launch import launch, new_sweep_id
 
     store = open_store_for_writing(db)
     fresh = [s for s in specs if s.point_key not in tried]
@@ -192,7 +192,7 @@ def stored_totals(store: Any, keys: set[str], columns: set[str]) -> dict[str, tu
     from sqlalchemy import select
     from sqlalchemy.orm import Session
 
-    from analysis.store import Point
+    from ddlio.store import Point
 
     cols = sorted(columns)
     with Session(store.engine) as s:
@@ -206,7 +206,7 @@ def repetitions(store: Any, spec: PointSpec, objective: str) -> dict[int, float]
     from sqlalchemy import select
     from sqlalchemy.orm import Session
 
-    from analysis.store import Point
+    from ddlio.store import Point
 
     def same(p: PointSpec) -> dict[str, Any]:
         return {k: v for k, v in p.measurement_params().items() if k != "repeat"}

@@ -15,7 +15,7 @@ Across ranks, as Darshan aggregates (:func:`aggregate`):
 - ``os_read_bytes``: bytes the ranks' reads fetched from storage (/proc/self/io ``read_bytes``), an independent
   check of cache state: near ``bytes_read`` (or above, with read-ahead) when cold, 0 when served from memory.
 
-The file-system layer (what the format's library asked the file system for; see :mod:`experiments.posix`):
+The file-system layer (what the format's library asked the file system for; see :mod:`experiments.kernel.posix`):
 
 - ``posix_reads``: read calls the ranks issued in the epoch (Darshan's POSIX_READS, summed over ranks);
 - ``posix_bytes_read``: bytes those calls returned (Darshan's POSIX_BYTES_READ), bytes;

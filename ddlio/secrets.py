@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from experiments.errors import ConfigError
+from ddlio.errors import ConfigError
 
 #: ``scheme://user:PASSWORD@`` in any text (URLs, command lines, error messages), also as Hydra's overrides
 #: spell it (``postgresql\://user\:PASSWORD@host``)

@@ -5,7 +5,7 @@ Two halves:
 - :func:`run_point` runs *inside* the job, on the first node: ensure the dataset (generation as an MPI step),
   read back its layout and file system, run the kernel as an MPI step, and return a plain result record (also
   written to the point's run folder as its result, or failure record when the point failed:
-  :class:`~experiments.runpaths.RunPaths` names every file of a run folder).
+  :class:`~ddlio.runpaths.RunPaths` names every file of a run folder).
 - :func:`launch` runs in the driver (``sweep.py``): skip points the tracker already holds, submit the others,
   wait for each and hand its record to the tracker. It knows the store only through :class:`Tracker`.
 """
@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ddlio.env import PROJECT_DIR
+from ddlio.errors import DdlioError, LaunchError
+from ddlio.runpaths import RECORDS, RunPaths, local_measurement_lock, runs_dir, slurm_dir
 from experiments.config import PointSpec
 from experiments.dataset import DatasetPlan, ensure_dataset, write_json_atomic
-from experiments.env import PROJECT_DIR
-from experiments.errors import DdlioError, LaunchError
-from experiments.lifecycle import LIVE, Action, Event, Life, State, scheduler_event, stored_state
-from experiments.runpaths import RECORDS, RunPaths, local_measurement_lock, runs_dir, slurm_dir
-from experiments.slurmstate import NEVER, TERMINAL, VANISHED, WAITING, JobWatcher, fmt_duration, reason_kind
+from experiments.executors.slurm.state import NEVER, TERMINAL, VANISHED, WAITING, JobWatcher, fmt_duration, reason_kind
+from experiments.run.lifecycle import LIVE, Action, Event, Life, State, scheduler_event, stored_state
 
 
 class Tracker(Protocol):
@@ -65,8 +65,8 @@ def _step_runner(spec: PointSpec, run_dir: Path, deadline: float | None = None
                  ) -> Callable[[str, list[str], int, str], None]:
     """Run MPI steps of a point; every step gets what is left of the point's time limit (``deadline``, on the
     ``time.monotonic`` clock; default: the whole ``cluster.timeout_min`` from now)."""
-    from experiments.errors import StartTimeoutError, TimeLimitError
-    from experiments.mpirun import headline, launch_argv, run_step
+    from ddlio.errors import StartTimeoutError, TimeLimitError
+    from experiments.run.mpirun import headline, launch_argv, run_step
 
     limit_s = float(spec.cluster.timeout_min) * 60
     deadline = time.monotonic() + limit_s if deadline is None else deadline
@@ -117,8 +117,8 @@ def generation_runner(spec: PointSpec, run_dir: Path, deadline: float | None = N
     with several ranks, ``python -m experiments.dataset`` as an MPI step with the point's launch line; with one,
     in this process (the job's, on the node the step would use), which saves an MPI program's start (~0.4 s here,
     more than writing 256 MiB takes). Failures read as the step's would (``generate step failed: ...``)."""
-    from experiments.errors import TimeLimitError
-    from experiments.mpirun import failure_cause
+    from ddlio.errors import TimeLimitError
+    from experiments.run.mpirun import failure_cause
 
     step = _step_runner(spec, run_dir, deadline)
     env = {str(k): str(v) for k, v in spec.cluster.env.items()}
@@ -159,7 +159,7 @@ def failure_record(point: dict[str, Any], error: str, job_state: str = "FAILED",
 def run_point(point: dict[str, Any], run_dir: str) -> dict[str, Any]:
     """Measure one point (runs inside the job). Never raises for a measurement problem: it returns, and writes,
     a failure record instead, so the driver and ``analysis ingest`` both see what went wrong."""
-    from experiments import env as envinfo
+    from ddlio import env as envinfo
     from lustre.fs import fs_info
     from lustre.layout import Layout
 
@@ -336,7 +336,7 @@ def _tail_file(path: Path, lines: int = 20) -> str:
 def _lost_job_error(spec: PointSpec, job_id: str, state: str, run_dir: Path, detail: str = "") -> str:
     """Why a job left no result: its scheduler state, what ended it if any of its logs tells (a signal by name,
     no space left, the time limit ...), ``detail``, and the tails of whatever it wrote."""
-    from experiments.mpirun import failure_cause, read_log
+    from experiments.run.mpirun import failure_cause, read_log
 
     info = _job_info(run_dir)
     paths = RunPaths(run_dir)
@@ -358,7 +358,7 @@ def _lost_job_error(spec: PointSpec, job_id: str, state: str, run_dir: Path, det
 def _with_slurm_state(record: dict[str, Any], job_id: str, state: str) -> dict[str, Any]:
     """A failure the job recorded itself, with Slurm's account of the job when Slurm ended it (cancelled, timed
     out, preempted ...): the driver inside the job only saw its MPI step die."""
-    from experiments.slurm import TERMINAL
+    from experiments.executors.slurm import TERMINAL
 
     if record["kind"] != "ddlio.failure" or state not in TERMINAL or state == "COMPLETED":
         return record
@@ -400,7 +400,7 @@ def private_dir(path: Path) -> Path:
 
 def _prepare_run_dir(spec: PointSpec, store_id: str = "") -> Path:
     """Archive the point's previous outcome and write the standalone reproducer."""
-    from experiments.slurm import render_sbatch, site_options
+    from experiments.executors.slurm import render_sbatch, site_options
 
     paths = RunPaths.of(spec.data_root, spec.point_key, store_id)
     rd = paths.root
@@ -444,7 +444,7 @@ class _Driver:
         self.live_at_refusal = 0  # jobs live when sbatch last refused: fewer means a slot may have freed
         self.lives: dict[str, Life] = {}
 
-    # ------------------------------------------------------------------ the life cycle (experiments.lifecycle)
+    # ------------------------------------------------------------------ the life cycle (experiments.run.lifecycle)
     def begin(self, spec: PointSpec, state: State) -> None:
         """Start following the point's life cycle from ``state`` (what the store holds for it)."""
         self.lives[spec.point_key] = Life(state)
@@ -592,7 +592,7 @@ def _take(spec: PointSpec, driver: _Driver) -> dict[str, Any] | None:
 
 def _plan(points: Sequence[PointSpec], tracker: Tracker, force: bool, retry_failed: bool,
           report: SweepReport, driver: _Driver) -> tuple[list[PointSpec], list[Pending], list[Follow]]:
-    """Sort the points by the life cycle (:mod:`experiments.lifecycle`): skip the measured; claim the others in
+    """Sort the points by the life cycle (:mod:`experiments.run.lifecycle`): skip the measured; claim the others in
     the store (a point another live driver holds is followed, not measured); under the claim start from the state
     the store holds: harvest or re-attach to a job that went out, and measure what is new, failed or lost (or
     forced). Returns (to submit, to wait for, to follow)."""
@@ -662,7 +662,7 @@ def _plan(points: Sequence[PointSpec], tracker: Tracker, force: bool, retry_fail
                 driver.release(spec)
                 report.not_retried += 1
     if slurm_ids:
-        from experiments.slurm import TERMINAL, job_states
+        from experiments.executors.slurm import TERMINAL, job_states
 
         states = job_states(jid for _, jid, _, _ in slurm_ids.values())
         for spec, jid, rd, retry in slurm_ids.values():
@@ -801,8 +801,8 @@ class _Refused(Exception):
 
 def _submit_chunk(group: list[PointSpec], driver: _Driver) -> list[Pending]:
     """Submit points with equal resources as one job (array); raise :class:`_Refused` for a site limit."""
-    from experiments.slurm import make_executor
-    from experiments.slurmstate import is_submit_limit
+    from experiments.executors.slurm import make_executor
+    from experiments.executors.slurm.state import is_submit_limit
 
     folder = slurm_dir(group[0].data_root)
     executor = make_executor(group, folder)
@@ -830,11 +830,11 @@ def _submit_slurm(specs: list[PointSpec], driver: _Driver, max_array: int | None
     """Submit every point with its own resources; points with equal resources go out as job arrays below Slurm's
     MaxArraySize. Returns (submitted, held): points sbatch refused for a limit that clears as jobs end (submit or
     job count per user, account or QOS) are held, to be submitted as slots free; a smaller array is tried first."""
-    from experiments.slurm import check_available, resources
+    from experiments.executors.slurm import check_available, resources
 
     check_available()
     if max_array is None:
-        from experiments.slurmstate import ask_site
+        from experiments.executors.slurm.state import ask_site
 
         site = ask_site()
         max_array = MAX_ARRAY if site.error or "MaxArraySize" not in site.config else site.max_array_size - 1
@@ -896,7 +896,7 @@ def _refusal_reason(message: str) -> str:
 def _wait_slurm(pending: list[Pending], driver: _Driver, held: Sequence[PointSpec] = ()) -> None:
     """Store each point as its job finishes; show progress with each pending reason and how long it waits;
     submit held points as slots free; cancel a point that can never start (``cluster.cancel_unrunnable``)."""
-    from experiments.slurm import cancel
+    from experiments.executors.slurm import cancel
 
     live = {p.spec.point_key: p for p in pending}
     held = list(held)
@@ -1064,7 +1064,7 @@ def _round(points: Sequence[PointSpec], force: bool, retry_failed: bool, wait: b
 def dry_run(points: Sequence[PointSpec], echo: Callable[[str], None] = print, store_id: str = "") -> None:
     """Print what :func:`launch` would submit (points, resources, and for Slurm the whole job script sbatch would
     receive) and write nothing."""
-    from experiments.slurm import resources
+    from experiments.executors.slurm import resources
 
     echo(f"dry run: {len(points)} point(s), nothing is submitted or written")
     groups: dict[tuple, list[PointSpec]] = {}
@@ -1079,7 +1079,7 @@ def dry_run(points: Sequence[PointSpec], echo: Callable[[str], None] = print, st
             kind = f"{len(group)} local point(s), one at a time"
         echo(f"\n{kind}: {first.nodes} node(s) x {first.ppn} rank(s), time limit {c.timeout_min} min")
         if c.executor == "slurm":
-            from experiments.slurm import job_script
+            from experiments.executors.slurm import job_script
 
             echo("  the job script sbatch receives:")
             echo("\n".join("  | " + ln for ln in job_script(group, slurm_dir(first.data_root))

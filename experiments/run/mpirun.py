@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from experiments.errors import LaunchError, StartTimeoutError, TimeLimitError
+from ddlio.env import PROJECT_DIR
+from ddlio.errors import LaunchError, StartTimeoutError, TimeLimitError
 
 #: the environment variable that names the file rank 0 creates once every rank is through MPI start-up
 STARTED_ENV = "DDLIO_STEP_STARTED"
@@ -159,7 +160,7 @@ def run_step(
     full_env = dict(os.environ)
     full_env.update(env or {})
     # the project must be importable by the ranks, wherever they start
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = str(PROJECT_DIR)
     full_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, full_env.get("PYTHONPATH", "")) if p)
     tmpdir = None
     if logs is None:

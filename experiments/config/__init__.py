@@ -23,11 +23,11 @@ from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
-from experiments.compute import COMPUTE_MODES, MAX_COMPUTE_THREADS
-from experiments.errors import ConfigError
-from experiments.secrets import driver_db, mask
-from experiments.shell import ENV_NAME, SBATCH_OPTION, control_problems
-from experiments.units import format_size, parse_size
+from ddlio.errors import ConfigError
+from ddlio.secrets import driver_db, mask
+from ddlio.shell import ENV_NAME, SBATCH_OPTION, control_problems
+from ddlio.units import format_size, parse_size
+from experiments.kernel.compute import COMPUTE_MODES, MAX_COMPUTE_THREADS
 
 ACCESS_MODES = ("shared", "fpp")
 SHUFFLES = ("none", "file", "sample")
@@ -365,7 +365,7 @@ class WorkloadSpec:
     flush_size: int = 0
     # every sample a uint8 array of this shape (() = samples of sample_size bytes)
     sample_shape: tuple[int, ...] = ()
-    # sleep | cpu (COMPUTE_MODES): how a batch's compute is emulated (experiments.compute)
+    # sleep | cpu (COMPUTE_MODES): how a batch's compute is emulated (experiments.kernel.compute)
     compute: str = "sleep"
     # compute=cpu: threads per rank that do the work (0: the node's CPUs / ranks per node); 0 with a sleep
     compute_threads: int = 0
@@ -861,7 +861,7 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
     if reader not in READERS:
         problems.append(f"reader={reader!r} is unknown: choose one of {', '.join(READERS)}")
     elif reader == "tf" and not tf_available():
-        from experiments.tfdata import INSTALL_HINT
+        from experiments.kernel.tfdata import INSTALL_HINT
 
         problems.append(INSTALL_HINT)
     repeat = _int_range(problems, "repeat", cfg["repeat"], 0)

@@ -16,12 +16,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from experiments.errors import LaunchError
-from experiments.runpaths import RunPaths
-from experiments.shell import export_line, quote, sbatch_flag
-from experiments.slurmstate import TERMINAL, WAITING, job_states  # noqa: F401  (job states live there)
+from ddlio.env import PROJECT_DIR
+from ddlio.errors import LaunchError
+from ddlio.runpaths import RunPaths
+from ddlio.shell import export_line, quote, sbatch_flag
+from experiments.executors.slurm.state import TERMINAL, WAITING, job_states  # noqa: F401  (job states live there)
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "slurm_templates"
+TEMPLATES = PROJECT_DIR / "slurm_templates"
 
 
 def site_options(cluster: Any) -> dict[str, Any]:
@@ -108,7 +109,7 @@ def check_runnable(specs: list[Any], echo: Any = print, dry_run: bool = False) -
     or QOS the user may not use, a per-job limit of the user's association or QOS. Raises one LaunchError naming
     each point, its request and the limit (with ``dry_run``, returns its message instead, so the plan is still
     shown). Where Slurm cannot be asked, says so and checks nothing."""
-    from experiments.slurmstate import ask_site, unrunnable
+    from experiments.executors.slurm.state import ask_site, unrunnable
 
     slurm = [s for s in specs if s.cluster.executor == "slurm"]
     if not slurm:
@@ -161,7 +162,7 @@ def render_sbatch(
     """A standalone batch script that reruns one point's kernel with plain ``sbatch`` (no ddlio driver).
 
     The keyword arguments are the schema; ``slurm_templates/point.sbatch`` is the template. Every value is
-    quoted through :mod:`experiments.shell` (a control character raises ValueError); ``setup`` lines and the
+    quoted through :mod:`ddlio.shell` (a control character raises ValueError); ``setup`` lines and the
     ``launch`` template are the user's own shell and pass as written.
     """
     ranks = nodes * ppn

@@ -95,7 +95,7 @@ def run_epoch(tf: Any, plan: Any, point: dict[str, Any], epoch: int, ranks: int,
               lane: Any, compute: list[float], step: Any = None) -> dict[str, Any]:
     """Read one epoch through tf.data; returns bytes (rchar), the plan, samples, per-batch latencies (ns), the
     loop's wait (ns) and compute (s). ``step(seconds)`` is the emulated compute of a batch, returning its wall
-    time in seconds (:meth:`experiments.compute.Compute.run`; default a sleep)."""
+    time in seconds (:meth:`experiments.kernel.compute.Compute.run`; default a sleep)."""
     batch, prefetch = point["batch_size"], int(point.get("prefetch", 2))
     threads = int(point.get("read_threads", 0))
     drop = bool(point.get("drop_last", False))

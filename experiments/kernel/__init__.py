@@ -2,8 +2,8 @@
 
 Each rank reads its share of the dataset's samples in batches, for every epoch, the way a data loader feeds a
 training step: open files as they are first needed, one read per sample into a preallocated buffer, then the
-batch's emulated compute (``workload.compute``: a sleep, or CPU work; see :mod:`experiments.compute`). Every
-read and metadata call is timed (``time.perf_counter_ns``); the figures are defined in :mod:`experiments.metrics`.
+batch's emulated compute (``workload.compute``: a sleep, or CPU work; see :mod:`experiments.kernel.compute`). Every
+read and metadata call is timed (``time.perf_counter_ns``); the figures are defined in :mod:`ddlio.metrics`.
 
 Before each epoch, one rank per node evicts the dataset's pages (``cache=cold``) and measures residency with
 mincore before and after, so every epoch is labelled ``cold`` (eviction verified), ``warm`` (data read once before
@@ -29,14 +29,14 @@ from typing import Any
 
 import numpy as np
 
-from experiments import cache as pagecache
-from experiments import posix
-from experiments.compute import Compute
+from ddlio.errors import FormatError, KernelError
+from ddlio.metrics import RankEpoch, aggregate, aggregate_run, histogram
+from ddlio.runpaths import RunPaths
 from experiments.dataset import DatasetPlan, data_files, even_split, load_manifest, write_json_atomic
-from experiments.errors import FormatError, KernelError
 from experiments.formats import get_format
-from experiments.metrics import RankEpoch, aggregate, aggregate_run, histogram
-from experiments.runpaths import RunPaths
+from experiments.kernel import cache as pagecache
+from experiments.kernel import posix
+from experiments.kernel.compute import Compute
 
 #: After eviction, at most this fraction of the dataset's pages may still be resident for an epoch to count cold.
 COLD_TOLERANCE = 0.01
@@ -106,7 +106,7 @@ def compute_times(point: dict[str, Any], epoch: int, rank: int, batches: int) ->
 class Lane:
     """One reading context — the training loop itself, or one reader thread: its own open files and its own
     preallocated buffer, reused for every read. With the file-system layer on, the lane reads its thread's I/O
-    counters (/proc/thread-self/io) before and after every sample (see :mod:`experiments.posix`)."""
+    counters (/proc/thread-self/io) before and after every sample (see :mod:`experiments.kernel.posix`)."""
 
     def __init__(self, fmt: Any, paths: list[str], buf_bytes: int, trace: bool, fs_layer: bool = False) -> None:
         self.fmt, self.paths = fmt, paths
@@ -304,7 +304,7 @@ def _below_client(plan: DatasetPlan) -> tuple[Path, str] | None:
 
 def _settle(point: dict[str, Any], where: tuple[Path, str] | None, files: list[Path]) -> dict[str, Any] | None:
     """Rank 0, before anything is measured: a freshly generated dataset (never read since) is read through,
-    untimed, until its read rate is steady (:func:`experiments.cache.settle`), and dropped from the page cache,
+    untimed, until its read rate is steady (:func:`experiments.kernel.cache.settle`), and dropped from the page cache,
     so that the caches below the client treat every repetition alike (the first read of a fresh file is served by
     the device, every later one by a cache no client can evict, once it has taken the data).
     Only with ``cache=cold`` and ``settle=true``; returns what it did, or None."""
@@ -432,7 +432,7 @@ class Kernel:
         self.batch, self.policy = point["batch_size"], point["cache"]
         self.tf: Any = None
         if point.get("reader", "native") == "tf":
-            from experiments import tfdata
+            from experiments.kernel import tfdata
 
             self.tf = tfdata.import_tf()
         self.threads, self.prefetch = int(point.get("read_threads", 0)), int(point.get("prefetch", 2))
@@ -523,7 +523,7 @@ class Kernel:
         wait_ns = 0
         tf_out: dict[str, Any] | None = None
         if self.tf is not None:
-            from experiments import tfdata
+            from experiments.kernel import tfdata
 
             tf_out = tfdata.run_epoch(self.tf, plan, point, epoch, self.nranks, self.rank, ids, lanes[0], compute,
                                       self.compute.run)
@@ -603,7 +603,8 @@ class Kernel:
 
     def _file_system_layer(self, m: RankEpoch, io0: bytes, io1: bytes, ep: EpochArrays, per_sample: bool) -> None:
         """The epoch's read calls (the process's counters, less every counter read of the epoch) and, where each
-        sample was bracketed by its thread's counters, their size histogram and time (see :mod:`experiments.posix`)."""
+        sample was bracketed by its thread's counters, their size histogram and time (see
+        :mod:`experiments.kernel.posix`)."""
         snaps = [s for lane in self.lanes for s in lane.take_snaps()]
         if not io0:
             return
@@ -685,7 +686,7 @@ class Kernel:
             agg.update(cache_row, epoch=e, bytes_planned=planned_e, ranks=[r.to_dict() for r in ranks_e])
             slack = 0
             if tf is not None and plan.format == "tfrecord":
-                from experiments import tfdata
+                from experiments.kernel import tfdata
 
                 slack = tfdata.TF_OTHER_READS_MAX * nranks
             if not planned_e <= agg["bytes_read"] <= planned_e + slack or want_samples not in (None, agg["samples"]):
@@ -743,7 +744,7 @@ def main(argv: list[str]) -> int:
         spec["trace_prefix"] = Path(argv[2]).stem + "-"
     from mpi4py import MPI
 
-    from experiments.mpirun import announce_started
+    from experiments.run.mpirun import announce_started
 
     rank = MPI.COMM_WORLD.rank
     announce_started(MPI.COMM_WORLD)
@@ -765,6 +766,3 @@ def main(argv: list[str]) -> int:
         write_json_atomic(spec["result_path"], result)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

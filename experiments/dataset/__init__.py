@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments.errors import DatasetError
+from ddlio.errors import DatasetError
 from experiments.formats import FORMATS, FilePayload, get_format
 
 MANIFEST = "manifest.json"
@@ -233,7 +233,7 @@ def generate_here(plan_path: str | os.PathLike, env: Mapping[str, str] | None = 
 def _mpi_main(plan_path: str) -> int:
     from mpi4py import MPI
 
-    from experiments.mpirun import announce_started
+    from experiments.run.mpirun import announce_started
 
     comm = MPI.COMM_WORLD
     announce_started(comm)
@@ -446,12 +446,9 @@ def ensure_dataset(
             "generation_ranks": gen_ranks,
             "generation_s": time.perf_counter() - t0,
             "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            # reads are tracked (experiments.cache.claim_first_read): the first one since generation is known
+            # reads are tracked (experiments.kernel.cache.claim_first_read): the first one since generation is known
             "tracks_reads": True,
         }
         write_json_atomic(d / MANIFEST, manifest)
         return DatasetInfo(plan, manifest, True, time.perf_counter() - t0)
 
-
-if __name__ == "__main__":
-    sys.exit(_mpi_main(sys.argv[1]))

@@ -42,8 +42,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
-from experiments.errors import DdlioError
-from experiments.secrets import mask, mask_any, read_db_url_file
+from ddlio.errors import DdlioError
+from ddlio.secrets import mask, mask_any, read_db_url_file
 
 #: version of the store's tables, recorded in its ``ddlio_meta`` table. 1: the tables as written before versions were
 #: recorded (no meta table); 2: + ``ddlio_meta``; 3: + ``points.agg_perf_by_slowest_mib_s`` (imported Darshan
@@ -188,7 +188,7 @@ class Point(Base):
     layout: Mapped[dict | None] = mapped_column(JSON)
     mpi_library: Mapped[str | None] = mapped_column(String(255))
     env_id: Mapped[str | None] = mapped_column(ForeignKey("environments.id"))
-    # --- the file-system layer (read calls the ranks issued, see experiments.posix; NULL in older stores):
+    # --- the file-system layer (read calls the ranks issued, see experiments.kernel.posix; NULL in older stores):
     # calls, bytes they returned, the slowest rank's time in them (s), calls per Darshan POSIX_SIZE_READ_* bin,
     # and amplification = posix_bytes_read / bytes_read
     posix_reads: Mapped[int | None] = mapped_column(BigInteger)
@@ -367,7 +367,7 @@ class StoreReader:
 
 class Store(StoreReader):
     """The results store opened for writing: sweeps, ``analysis ingest`` and ``analysis import-darshan``. Opening it
-    creates the store, or upgrades one written by an older ddlio; it is also the :class:`experiments.launch.Tracker`
+    creates the store, or upgrades one written by an older ddlio; it is also the :class:`experiments.run.launch.Tracker`
     the driver hands to ``launch``."""
 
     read_only = False
@@ -864,7 +864,7 @@ def _check_sqlite_path(url: URL, db: str, write: bool) -> bool:
 
 
 def _check_free_space(path: Path) -> None:
-    from experiments.units import format_size
+    from ddlio.units import format_size
 
     anc = path.parent
     while not anc.exists():

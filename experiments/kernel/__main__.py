@@ -1,0 +1,7 @@
+"""``python -m experiments.kernel SPEC.json [--result PATH]``: the MPI reader kernel, one process per rank."""
+
+import sys
+
+from experiments.kernel import main
+
+sys.exit(main(sys.argv[1:]))
