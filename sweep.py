@@ -20,6 +20,8 @@ import tempfile
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from ddlio.errors import DdlioError
+from ddlio.secrets import mask
 from experiments.config import register_configs
 
 register_configs()
@@ -47,9 +49,8 @@ def _point(cfg: DictConfig) -> float | None:
     as a batch of one and return its objective. ddlio's own launcher (the default) runs whole batches instead."""
     from hydra.core.hydra_config import HydraConfig
 
-    from ddlio.errors import DdlioError
-    from experiments.run.batch import run_batch
-    from hydra_plugins.ddlio_launcher.launcher import task_dict
+    from experiments.run.batch import run_batch  # lazy: start-up (--help loads no store)
+    from hydra_plugins.ddlio_launcher.launcher import task_dict  # lazy: start-up
 
     try:
         [outcome] = run_batch([(task_dict(cfg), tuple(HydraConfig.get().overrides.task))], os.getcwd())
@@ -90,13 +91,9 @@ def run() -> int:
     except Exception as e:
         if os.environ.get("DDLIO_TRACEBACK") == "1":
             raise
-        from ddlio.errors import DdlioError
-
         if isinstance(e, DdlioError):
             print(f"error: {e}", file=sys.stderr)
             return 2
-        from ddlio.secrets import mask
-
         print(mask(f"error: {type(e).__name__}: {e}".splitlines()[0][:500]), file=sys.stderr)
         print("(an unexpected error in ddlio; set DDLIO_TRACEBACK=1 to see the traceback)", file=sys.stderr)
         return 1

@@ -23,6 +23,8 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from ddlio.errors import DdlioError
+
 
 class DdlioLauncher(Launcher):
     """Runs each batch in this process: local points one at a time, Slurm points as jobs (equal resources share
@@ -56,8 +58,7 @@ class DdlioLauncher(Launcher):
         from hydra.core.hydra_config import HydraConfig
         from hydra.core.utils import setup_globals
 
-        from ddlio.errors import DdlioError
-        from experiments.run.batch import run_batch
+        from experiments.run.batch import run_batch  # lazy: Hydra imports this module to discover plugins
 
         assert self.hydra_context is not None and self.task_function is not None and self.config is not None
         setup_globals()
@@ -140,8 +141,8 @@ class DdlioSummary(Callback):
 def print_best(done: list[tuple[list[str], Any]], objective: str, echo: Any = print) -> None:
     """Print the best completed point of ``done`` ((overrides, Outcome) pairs), with the evidence the store
     holds for it."""
-    from ddlio.store import open_store_for_reading
-    from experiments.run.batch import interval, repetitions
+    from ddlio.store import open_store_for_reading  # lazy: plugin discovery stays cheap (no SQLAlchemy)
+    from experiments.run.batch import interval, repetitions  # lazy: plugin discovery stays cheap
 
     overrides, best = max(done, key=lambda d: d[1].value)
     distinct = len({o.spec.point_key for _, o in done})
