@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from experiments.config import SlurmCluster
-from experiments.executors.slurm.state import (
+from ddlio.jobstates import (
     HELD,
     LIMIT,
     NEVER,
@@ -20,19 +19,22 @@ from experiments.executors.slurm.state import (
     WAITS,
     JobState,
     JobWatcher,
-    SiteInfo,
     expand_job_id,
+    normalize_state,
+    parse_sacct,
+    parse_squeue,
+    reason_kind,
+)
+from experiments.config import SlurmCluster
+from experiments.executors.slurm import (
+    SiteInfo,
     is_submit_limit,
     max_array_size,
-    normalize_state,
     parse_config,
     parse_limits,
     parse_minutes,
     parse_partitions,
-    parse_sacct,
-    parse_squeue,
     point_problems,
-    reason_kind,
     unrunnable,
 )
 
