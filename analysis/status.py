@@ -67,7 +67,7 @@ def _slurm_states(s: Any, sweep_ids: list[str]) -> dict[str, str]:
 
     if shutil.which("squeue") is None:
         return {}
-    from experiments.executors.slurm.state import JobWatcher
+    from ddlio.jobstates import JobWatcher
 
     rows = s.execute(
         select(Point.job_id, Point.config).join(SweepPoint, Point.point_key == SweepPoint.point_key)

@@ -51,7 +51,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from experiments.executors.slurm.state import expand_job_id  # noqa: E402
+from ddlio.jobstates import expand_job_id  # noqa: E402
 
 WRAPPED = ("squeue", "sacct", "sbatch", "scancel")
 POLL_MARK = "%i|%T|%r"  # the job watcher's squeue format: each such call opens a poll

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ddlio.jobstates import RUNNING, STATES, TERMINAL, WAITING, Kind
 from experiments.run.lifecycle import (
     ENDED,
     LIVE,
@@ -118,3 +119,16 @@ def test_scheduler_states():
     assert scheduler_event("PENDING") is Event.QUEUED and scheduler_event("REQUEUED") is Event.QUEUED
     assert scheduler_event("RUNNING") is Event.STARTED
     assert scheduler_event("COMPLETED") is None and scheduler_event("TIMEOUT") is None
+
+
+@pytest.mark.parametrize("state", sorted(STATES))
+def test_the_life_cycle_reads_each_scheduler_state_by_its_kind(state):
+    """One table of Slurm's states (ddlio.jobstates) and one reading of it: waiting or starting is queued, running
+    started, terminal ends the job (its record decides)."""
+    expected = {Kind.WAITING: Event.QUEUED, Kind.STARTING: Event.QUEUED, Kind.RUNNING: Event.STARTED,
+                Kind.TERMINAL: None}[STATES[state]]
+    assert scheduler_event(state) is expected
+    assert (state in WAITING, state in RUNNING, state in TERMINAL).count(True) == 1
+    assert (scheduler_event(state) is Event.QUEUED) == (state in WAITING)
+    assert (scheduler_event(state) is Event.STARTED) == (state in RUNNING)
+    assert (scheduler_event(state) is None) == (state in TERMINAL)

@@ -11,28 +11,37 @@ from typing import Any
 
 import pytest
 
-from experiments.config import SlurmCluster
-from experiments.executors.slurm.state import (
+from ddlio.jobstates import (
     HELD,
     LIMIT,
     NEVER,
+    RUNNING,
+    STARTING,
+    STATES,
+    TERMINAL,
     VANISHED,
+    WAITING,
     WAITS,
     JobState,
     JobWatcher,
-    SiteInfo,
+    Kind,
     expand_job_id,
+    normalize_state,
+    parse_sacct,
+    parse_squeue,
+    reason_kind,
+    state_kind,
+)
+from experiments.config import SlurmCluster
+from experiments.executors.slurm import (
+    SiteInfo,
     is_submit_limit,
     max_array_size,
-    normalize_state,
     parse_config,
     parse_limits,
     parse_minutes,
     parse_partitions,
-    parse_sacct,
-    parse_squeue,
     point_problems,
-    reason_kind,
     unrunnable,
 )
 
@@ -129,6 +138,48 @@ def test_captured_pending_reasons_are_classified(jobs):
     assert got[f"{jobs['array']}_2"].kind == WAITS
     assert got[jobs["never"]].kind == NEVER
     assert got[jobs["running"]].kind == ""  # not pending
+
+
+# ------------------------------------------------------------------------------ the one table of job states
+#: every job state squeue/sacct print (squeue(1), JOB STATE CODES) and its kind: a new state is a line here and
+#: one in ddlio.jobstates.STATES
+SLURM_STATES = {
+    "PENDING": Kind.WAITING, "REQUEUED": Kind.WAITING, "REQUEUE_HOLD": Kind.WAITING, "REQUEUE_FED": Kind.WAITING,
+    "RESV_DEL_HOLD": Kind.WAITING, "RESIZING": Kind.WAITING, "SUSPENDED": Kind.WAITING,
+    "CONFIGURING": Kind.STARTING,
+    "RUNNING": Kind.RUNNING, "STOPPED": Kind.RUNNING, "SIGNALING": Kind.RUNNING, "STAGE_OUT": Kind.RUNNING,
+    "COMPLETING": Kind.RUNNING,
+    "COMPLETED": Kind.TERMINAL, "FAILED": Kind.TERMINAL, "TIMEOUT": Kind.TERMINAL, "CANCELLED": Kind.TERMINAL,
+    "PREEMPTED": Kind.TERMINAL, "NODE_FAIL": Kind.TERMINAL, "OUT_OF_MEMORY": Kind.TERMINAL,
+    "BOOT_FAIL": Kind.TERMINAL, "DEADLINE": Kind.TERMINAL, "REVOKED": Kind.TERMINAL, "SPECIAL_EXIT": Kind.TERMINAL,
+}
+
+
+def test_every_slurm_state_has_exactly_one_kind():
+    assert STATES == SLURM_STATES
+    assert all(isinstance(k, Kind) for k in STATES.values())
+    for state in STATES:
+        lists = [name for name, states in (("TERMINAL", TERMINAL), ("STARTING", STARTING), ("RUNNING", RUNNING),
+                                           ("WAITING", WAITING - STARTING)) if state in states]
+        assert len(lists) == 1, (state, lists)
+        assert state_kind(state) is STATES[state]
+    assert set(STATES) == TERMINAL | WAITING | RUNNING
+    assert STARTING <= WAITING and sorted(STARTING) == ["CONFIGURING"]  # not started yet: counted once, as waiting
+    assert state_kind(VANISHED) is None and state_kind("UNKNOWN") is None  # ddlio's own words, not Slurm's
+
+
+def test_every_captured_state_is_in_the_table():
+    seen = set()
+    for name in ("squeue-live.txt", "squeue-live-r.txt", "squeue-final.txt"):
+        seen |= {js.state for js in parse_squeue(text(name)).values()}
+    for name in ("sacct-live.txt", "sacct-final.txt", "sacct-requeued-duplicates.txt"):
+        seen |= {js.state for js in parse_sacct(text(name)).values()}
+    assert seen and seen <= set(STATES)
+
+
+def test_a_starting_job_has_no_pending_reason_kind_but_waits():
+    assert JobState("CONFIGURING").kind == WAITS
+    assert JobState("RUNNING").kind == "" and JobState("COMPLETED").kind == ""
 
 
 # --------------------------------------------------------------------------------- the watcher, over time

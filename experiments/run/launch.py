@@ -29,7 +29,7 @@ from ddlio.errors import DdlioError, LaunchError
 from ddlio.runpaths import RECORDS, RunPaths, local_measurement_lock, runs_dir, slurm_dir
 from experiments.config import PointSpec
 from experiments.dataset import DatasetPlan, ensure_dataset, write_json_atomic
-from experiments.executors.slurm.state import NEVER, TERMINAL, VANISHED, WAITING, JobWatcher, fmt_duration, reason_kind
+from experiments.executors.slurm import NEVER, TERMINAL, VANISHED, WAITING, JobWatcher, fmt_duration, reason_kind
 from experiments.run.lifecycle import LIVE, Action, Event, Life, State, scheduler_event, stored_state
 
 
@@ -801,8 +801,7 @@ class _Refused(Exception):
 
 def _submit_chunk(group: list[PointSpec], driver: _Driver) -> list[Pending]:
     """Submit points with equal resources as one job (array); raise :class:`_Refused` for a site limit."""
-    from experiments.executors.slurm import make_executor
-    from experiments.executors.slurm.state import is_submit_limit
+    from experiments.executors.slurm import is_submit_limit, make_executor
 
     folder = slurm_dir(group[0].data_root)
     executor = make_executor(group, folder)
@@ -834,7 +833,7 @@ def _submit_slurm(specs: list[PointSpec], driver: _Driver, max_array: int | None
 
     check_available()
     if max_array is None:
-        from experiments.executors.slurm.state import ask_site
+        from experiments.executors.slurm import ask_site
 
         site = ask_site()
         max_array = MAX_ARRAY if site.error or "MaxArraySize" not in site.config else site.max_array_size - 1

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from ddlio import jobstates
+
 
 class State(str, Enum):
     NEW = "new"
@@ -116,10 +118,11 @@ def step(state: State, event: Event) -> tuple[State, Action]:
 
 def scheduler_event(state: str) -> Event | None:
     """The event a scheduler's job state (Slurm's names) means for a live job: QUEUED, STARTED, or None when the
-    job ended (its record, or its absence, decides the outcome)."""
-    if state in ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "SUSPENDED", "RESIZING"):
+    job ended (its record, or its absence, decides the outcome). The states' kinds are :data:`ddlio.jobstates.STATES`:
+    a job waiting or starting (its nodes readied, CONFIGURING) is queued; a job whose script runs has started."""
+    if state in jobstates.WAITING:
         return Event.QUEUED
-    if state in ("RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING"):
+    if state in jobstates.RUNNING:
         return Event.STARTED
     return None
 
