@@ -1,1 +1,2 @@
-"""ddlio.analysis: the results store and everything that reads it (summary, ingest, figures, guidelines, report)."""
+"""analysis: everything that reads the results store (:mod:`ddlio.store`): summary, ingest, figures, guidelines,
+report."""

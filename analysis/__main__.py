@@ -11,6 +11,9 @@ import argparse
 import importlib
 import os
 import sys
+import traceback
+
+from ddlio.errors import DdlioError
 
 #: command -> (module, one-line help). Listed explicitly: adding a command is adding a line.
 COMMANDS = {
@@ -53,8 +56,6 @@ def _run(argv: list[str] | None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns the exit code (0 ok, 1 failed or unexpected error, 2 bad input, 130 interrupted)."""
-    from ddlio.errors import DdlioError
-
     show = os.environ.get(TRACEBACK_ENV) == "1"  # as sweep.py reads it
     try:
         return _run(argv)
@@ -84,8 +85,6 @@ def main(argv: list[str] | None = None) -> int:
 def _traceback(show: bool) -> bool:
     """Print the exception being handled with its traceback when ``show``; returns ``show``."""
     if show:
-        import traceback
-
         traceback.print_exc()
     return show
 

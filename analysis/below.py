@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import select
 
+from analysis.frames import configs
+from analysis.query import CONFIG_COLUMNS
 from ddlio.store import Epoch, StoreReader
 
 #: a first read is flagged when it differs from the repeats' mean by more than this many of their standard
@@ -36,9 +38,6 @@ def first_read_frame(points: pd.DataFrame, epochs: pd.DataFrame) -> pd.DataFrame
     """One row per configuration (``points`` as :func:`analysis.query.analysis_frame` gives them) that has both
     first-read epochs and later epochs: ``config_id, label, first_n, first_mib_s, repeats_n, repeats_mib_s,
     repeats_std, ratio`` (repeats / first) and ``flagged`` (the difference exceeds the repeats' noise)."""
-    from analysis.frames import configs
-    from analysis.query import CONFIG_COLUMNS
-
     cols = ["config_id", "label", "first_n", "first_mib_s", "repeats_n", "repeats_mib_s", "repeats_std", "ratio",
             "flagged"]
     if points.empty or epochs.empty or not epochs["first_read"].notna().any():

@@ -31,7 +31,7 @@ _SUFFIXES = {".h5": "hdf5", ".hdf5": "hdf5", ".tfrecord": "tfrecord", ".tfrecord
 def import_darshan() -> Any:
     """The ``darshan`` module, or a DdlioError saying how to install it."""
     try:
-        import darshan
+        import darshan  # lazy: an optional dependency (pydarshan), needed only by import-darshan
     except ImportError as e:
         raise DdlioError("import-darshan needs pydarshan: pip install 'ddlio[darshan]' (or pip install darshan)") from e
     return darshan

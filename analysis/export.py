@@ -12,18 +12,15 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from sqlalchemy import Text, cast, select
 
+from analysis.query import epochs_frame
 from ddlio.errors import DdlioError
-from ddlio.store import StoreReader
+from ddlio.store import Point, StoreReader, open_store_for_reading
 
 
 def export_frame(store: StoreReader, table: str) -> pd.DataFrame:
     """The ``points`` or ``epochs`` table of ``store`` (an :class:`ddlio.store.StoreReader`) as a flat frame."""
-    from sqlalchemy import Text, cast, select
-
-    from analysis.query import epochs_frame
-    from ddlio.store import Point
-
     if table == "epochs":
         return epochs_frame(store)
     cols = [cast(c, Text).label(c.name) if c.name in ("layout", "format_options", "host_names") else c
@@ -43,7 +40,7 @@ def write(df: pd.DataFrame, fmt: str, out: str | None) -> str:
     if out is None:
         raise DdlioError("--format parquet needs --out FILE (Parquet is binary; it is not written to a terminal)")
     try:
-        import pyarrow  # noqa: F401
+        import pyarrow  # noqa: F401  # lazy: an optional dependency, needed only for Parquet
     except ImportError as e:
         raise DdlioError("Parquet export needs pyarrow: pip install pyarrow (or use --format csv)") from e
     df.to_parquet(out, index=False, engine="pyarrow")
@@ -58,8 +55,6 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ddlio.store import open_store_for_reading
-
     if args.format == "parquet" and not args.out:
         raise DdlioError("--format parquet needs --out FILE (Parquet is binary; it is not written to a terminal)")
     if args.out:

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.query import CONFIG_COLUMNS
+from ddlio.metrics import BUCKETS_PER_OCTAVE, bucket_mid_ns
 
 #: metric -> (axis label with unit, higher is better)
 METRICS: dict[str, tuple[str, bool]] = {
@@ -175,8 +176,6 @@ def latency_frame(points: pd.DataFrame, keys: pd.Series, hists: np.ndarray) -> p
     the histograms of the points summed; columns series, bucket, latency_us (bucket's geometric midpoint, µs),
     upper_us (bucket's upper edge, µs), reads, fraction, cdf (fraction of reads faster than upper_us). Buckets
     before the first and after the last non-empty one are dropped."""
-    from ddlio.metrics import BUCKETS_PER_OCTAVE, bucket_mid_ns
-
     cols = ["series", "bucket", "latency_us", "upper_us", "reads", "fraction", "cdf"]
     if points.empty or hists.size == 0:
         return pd.DataFrame(columns=cols)

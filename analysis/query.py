@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import select
+from sqlalchemy import Text, cast, or_, select
 
 from analysis.where import Filter
-from ddlio.store import Epoch, Point, StoreReader
+from ddlio.store import Environment, Epoch, Measurement, Point, StoreReader
 
 #: The columns of ``summary`` (and of its csv), in order.
 SUMMARY_COLUMNS = [
@@ -36,8 +36,6 @@ def points_frame(store: StoreReader, status: str | None = None) -> pd.DataFrame:
 def measurements_frame(store: StoreReader, point_key: str | None = None) -> pd.DataFrame:
     """The points' history: one row per outcome ever stored (completed or failed), oldest first, with
     ``current`` True for the one the point's row (and so every analysis) uses."""
-    from ddlio.store import Measurement
-
     cols = [c for c in Measurement.__table__.columns if c.name != "record"]
     stmt = select(*cols, (Point.measurement_id == Measurement.id).label("current")).join(
         Point, Point.point_key == Measurement.point_key).order_by(Measurement.id)
@@ -102,15 +100,11 @@ def analysis_frame(store: StoreReader, where: str | Filter | None = None) -> pd.
     ``"format == 'hdf5' and nodes >= 2"``), checked before the store is read; a refused one raises
     :class:`analysis.where.FilterError` (a :class:`ddlio.errors.DdlioError`) saying what is allowed.
     """
-    from sqlalchemy import Text, cast
-
     checked = parse_where(where)
     cols = []
     for name in ANALYSIS_COLUMNS:
         col = Point.__table__.columns[name]
         cols.append(cast(col, Text).label(name) if name == "format_options" else col)
-    from sqlalchemy import or_
-
     # the sweep's own points: observed runs (imported Darshan logs) are shown beside them, never compared as them
     own = or_(Point.source.is_(None), Point.source != "darshan")
     stmt = select(*cols).where(Point.status == "completed", own).order_by(Point.point_key)
@@ -153,8 +147,6 @@ def parse_hists(texts: list[str] | pd.Series) -> np.ndarray:
 
 def hist_frame(store: StoreReader, point_keys: list[str] | None = None) -> tuple[pd.Series, np.ndarray]:
     """Each completed point's read-latency histogram summed over its epochs: (point keys sorted, int64 matrix)."""
-    from sqlalchemy import Text, cast
-
     stmt = (select(Epoch.point_key, cast(Epoch.hist, Text).label("hist"))
             .join(Point, Point.point_key == Epoch.point_key).where(Point.status == "completed")
             .order_by(Epoch.point_key))
@@ -172,10 +164,6 @@ def hist_frame(store: StoreReader, point_keys: list[str] | None = None) -> tuple
 
 def environments_frame(store: StoreReader) -> pd.DataFrame:
     """The ``environments`` table with package versions as JSON text, one row per environment."""
-    from sqlalchemy import Text, cast
-
-    from ddlio.store import Environment
-
     stmt = select(Environment.id, Environment.host, Environment.os, Environment.git_commit, Environment.git_dirty,
                   cast(Environment.packages, Text).label("packages"), cast(Environment.raw, Text).label("raw"))
     with store.engine.connect() as conn:

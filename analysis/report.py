@@ -18,8 +18,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from sqlalchemy import Text, cast, select
 
-from ddlio.store import StoreReader
+from analysis import frames as F
+from analysis import guidelines as G
+from analysis.figures import build_figures, png_bytes
+from analysis.query import analysis_frame, environments_frame, hist_frame, observed_frame, parse_where, summary_frame
+from ddlio.secrets import mask
+from ddlio.store import Point, StoreReader, Sweep, describe, open_store_for_reading
 
 #: Most configuration rows shown in the report's table (the rest are counted, and in `export`).
 MAX_CONFIG_ROWS = 400
@@ -60,16 +66,11 @@ def html_table(df: pd.DataFrame, row_class: pd.Series | None = None) -> str:
 
 def sweeps_frame(store: StoreReader) -> pd.DataFrame:
     """The ``sweeps`` table: id, start/finish (UTC), the command line, host and point counts."""
-    from sqlalchemy import Text, cast, select
-
-    from ddlio.store import Sweep
-
     stmt = select(Sweep.id, Sweep.started_utc, Sweep.finished_utc, cast(Sweep.argv, Text).label("argv"), Sweep.host,
                   Sweep.n_points, Sweep.n_skipped, Sweep.n_completed, Sweep.n_failed).order_by(Sweep.started_utc)
     with store.engine.connect() as conn:
         df = pd.read_sql(stmt, conn)
-    from ddlio.secrets import mask  # stores written before argv was masked
-
+    # stores written before argv was masked
     df["argv"] = df["argv"].map(lambda t: mask(" ".join(json.loads(t)[1:])) if isinstance(t, str) else "")
     return df
 
@@ -77,10 +78,6 @@ def sweeps_frame(store: StoreReader) -> pd.DataFrame:
 def layouts_frame(store: StoreReader) -> pd.DataFrame:
     """File systems and Lustre layouts of the completed points: fs_type, striping applicable, requested and applied
     layout (JSON), the reason when not applied, and how many points share it."""
-    from sqlalchemy import Text, cast, select
-
-    from ddlio.store import Point
-
     stmt = select(Point.fs_type, Point.striping_applicable, cast(Point.layout, Text).label("layout")).where(
         Point.status == "completed")
     with store.engine.connect() as conn:
@@ -100,8 +97,6 @@ def layouts_frame(store: StoreReader) -> pd.DataFrame:
 
 def provenance_frame(store: StoreReader) -> pd.DataFrame:
     """One row per environment: host, OS, git commit (+dirty), and every recorded package version."""
-    from analysis.query import environments_frame
-
     env = environments_frame(store)
     rows = []
     for r in env.itertuples(index=False):
@@ -119,14 +114,8 @@ def _verdict_class(v: pd.Series) -> pd.Series:
 def build_report(store: StoreReader, where: str | None = None, title: str = "ddlio report",
                  db_name: str = "") -> str:
     """The whole report as one HTML string (figures embedded as base64 PNG)."""
-    from analysis import frames as F
-    from analysis import guidelines as G
-    from analysis.figures import build_figures, png_bytes
-    from analysis.query import analysis_frame, hist_frame, observed_frame, summary_frame
-
     points = analysis_frame(store, where)
     summary = summary_frame(store)
-    st = G.Settings()
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
              f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -136,8 +125,20 @@ def build_report(store: StoreReader, where: str | None = None, title: str = "ddl
                  + f". Points in the store: {len(summary)} ("
                  + ", ".join(f"{n} {html.escape(str(k))}" for k, n in sorted(counts.items()))
                  + f"); {len(points)} completed points analysed.</p>")
+    parts += _swept_section(store, points, summary)
+    parts += _guidelines_section(store, points, G.Settings())
+    parts += _figures_section(store, points)
+    parts.append("<h2>Provenance</h2><h3>Environments</h3>")
+    parts.append(html_table(provenance_frame(store)))
+    parts.append("<h3>File systems and stripe layouts</h3>")
+    parts.append(html_table(layouts_frame(store)))
+    parts.append("</body></html>\n")
+    return "".join(parts)
 
-    parts.append("<h2>What was swept</h2>")
+
+def _swept_section(store: StoreReader, points: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
+    """What was swept: the sweeps, the configurations (mean of repetitions), observed runs and failed points."""
+    parts = ["<h2>What was swept</h2>"]
     sw = sweeps_frame(store)
     parts.append(html_table(sw) if len(sw) else "<p>No sweep recorded (points were ingested).</p>")
     cfg = F.configs(points)
@@ -169,31 +170,38 @@ def build_report(store: StoreReader, where: str | None = None, title: str = "ddl
         f = failed[["label", "repeat", "error"]].copy()
         f["error"] = f["error"].fillna("").str.split("\n").str[0].str.slice(0, 200)
         parts.append(f"<h3>Failed points ({len(failed)})</h3>" + html_table(f.head(MAX_CONFIG_ROWS)))
+    return parts
 
-    parts.append("<h2>Guidelines</h2>")
+
+def _guidelines_section(store: StoreReader, points: pd.DataFrame, st: G.Settings) -> list[str]:
+    """The guidelines: the statements, then the stripe layout and the format per scenario."""
+    parts = ["<h2>Guidelines</h2>"]
     if points.empty:
-        parts.append("<p>No completed points: nothing to recommend.</p>")
-    else:
-        lay, fmt, stmts = G.compute(points, st)
-        parts.append(f"<p class='note'>{html.escape(F.METRICS[st.metric][0])}: mean of repetitions "
-                     f"[{st.confidence:.0%} bootstrap interval, {st.n_boot} resamples, seed {st.seed}]. "
-                     "<b>cannot decide</b> means the data do not separate the best choice from another: intervals "
-                     "overlap, repetitions are missing, or striping was not applicable (not Lustre).</p>")
-        for n in G.below_notes(store, points):
-            parts.append(f"<p class='note below'><b>Cache below the client.</b> {html.escape(n)}</p>")
-        parts.append("<h3>Statements</h3><ul>")
-        for s in stmts:
-            ev = "".join(f"<li>{html.escape(e)}</li>" for e in s["evidence"])
-            parts.append(f"<li>{html.escape(s['text'])}<ul>{ev}</ul></li>")
-        parts.append("</ul>" if stmts else "<li>none: nothing is decided yet</li></ul>")
-        lcols = ["access", "format", "nodes", "ppn", "size_class", "verdict", "best", "best_mean", "best_lo",
-                 "best_hi", "baseline", "gain_pct", "gain_lo_pct", "gain_hi_pct", "reason"]
-        parts.append("<h3>Stripe layout per scenario</h3>" + html_table(lay[lcols], _verdict_class(lay["verdict"])))
-        fcols = ["access", "nodes", "ppn", "size_class", "verdict", "best", "best_layout", "best_mean", "best_lo",
-                 "best_hi", "runner_up", "gain_pct", "gain_lo_pct", "gain_hi_pct", "reason"]
-        parts.append("<h3>Format per scenario</h3>" + html_table(fmt[fcols], _verdict_class(fmt["verdict"])))
+        return [*parts, "<p>No completed points: nothing to recommend.</p>"]
+    lay, fmt, stmts = G.compute(points, st)
+    parts.append(f"<p class='note'>{html.escape(F.METRICS[st.metric][0])}: mean of repetitions "
+                 f"[{st.confidence:.0%} bootstrap interval, {st.n_boot} resamples, seed {st.seed}]. "
+                 "<b>cannot decide</b> means the data do not separate the best choice from another: intervals "
+                 "overlap, repetitions are missing, or striping was not applicable (not Lustre).</p>")
+    for n in G.below_notes(store, points):
+        parts.append(f"<p class='note below'><b>Cache below the client.</b> {html.escape(n)}</p>")
+    parts.append("<h3>Statements</h3><ul>")
+    for s in stmts:
+        ev = "".join(f"<li>{html.escape(e)}</li>" for e in s["evidence"])
+        parts.append(f"<li>{html.escape(s['text'])}<ul>{ev}</ul></li>")
+    parts.append("</ul>" if stmts else "<li>none: nothing is decided yet</li></ul>")
+    lcols = ["access", "format", "nodes", "ppn", "size_class", "verdict", "best", "best_mean", "best_lo",
+             "best_hi", "baseline", "gain_pct", "gain_lo_pct", "gain_hi_pct", "reason"]
+    parts.append("<h3>Stripe layout per scenario</h3>" + html_table(lay[lcols], _verdict_class(lay["verdict"])))
+    fcols = ["access", "nodes", "ppn", "size_class", "verdict", "best", "best_layout", "best_mean", "best_lo",
+             "best_hi", "runner_up", "gain_pct", "gain_lo_pct", "gain_hi_pct", "reason"]
+    parts.append("<h3>Format per scenario</h3>" + html_table(fmt[fcols], _verdict_class(fmt["verdict"])))
+    return parts
 
-    parts.append("<h2>Figures</h2>")
+
+def _figures_section(store: StoreReader, points: pd.DataFrame) -> list[str]:
+    """The figures, embedded as base64 PNG (or why each was not drawn)."""
+    parts = ["<h2>Figures</h2>"]
     keys, hists = hist_frame(store, points["point_key"].tolist())
     for d in build_figures(points, keys, hists):
         if d.figure is None:
@@ -202,13 +210,7 @@ def build_report(store: StoreReader, where: str | None = None, title: str = "ddl
         b64 = base64.b64encode(png_bytes(d.figure)).decode("ascii")
         parts.append(f"<figure id='{html.escape(d.name)}'><img alt='{html.escape(d.caption)}' "
                      f"src='data:image/png;base64,{b64}'><figcaption>{html.escape(d.caption)}</figcaption></figure>")
-
-    parts.append("<h2>Provenance</h2><h3>Environments</h3>")
-    parts.append(html_table(provenance_frame(store)))
-    parts.append("<h3>File systems and stripe layouts</h3>")
-    parts.append(html_table(layouts_frame(store)))
-    parts.append("</body></html>\n")
-    return "".join(parts)
+    return parts
 
 
 def setup_parser(parser: argparse.ArgumentParser) -> None:
@@ -220,9 +222,6 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from analysis.query import parse_where
-    from ddlio.store import describe, open_store_for_reading
-
     parse_where(args.where)  # a refused filter is named before the store is opened
     store = open_store_for_reading(args.db)
     text = build_report(store, args.where, args.title, db_name=describe(store.url))

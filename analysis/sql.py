@@ -15,8 +15,12 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pandas as pd
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
 from ddlio.errors import DdlioError
+from ddlio.store import check_store, db_url, default_db, open_store_for_reading
 
 READ_KEYWORDS = ("select", "with", "values", "explain")
 
@@ -26,8 +30,8 @@ class ReadOnlyError(DdlioError):
 
 
 def _first_keyword(sql: str) -> str:
-    text = re.sub(r"--[^\n]*|/\*.*?\*/", " ", sql, flags=re.S).strip().lstrip("(").strip()
-    m = re.match(r"[A-Za-z]+", text)
+    stripped = re.sub(r"--[^\n]*|/\*.*?\*/", " ", sql, flags=re.S).strip().lstrip("(").strip()
+    m = re.match(r"[A-Za-z]+", stripped)
     return m.group(0).lower() if m else ""
 
 
@@ -43,10 +47,6 @@ def check_read_only(sql: str) -> None:
 
 
 def _sqlite_path(db: str) -> Path | None:
-    from sqlalchemy.engine import make_url
-
-    from ddlio.store import db_url
-
     url = make_url(db_url(db))
     if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
         return None
@@ -58,8 +58,6 @@ def run_query(db: str, sql: str) -> pd.DataFrame:
     check_read_only(sql)
     path = _sqlite_path(db)
     if path is not None:
-        from ddlio.store import check_store
-
         check_store(db, write=False)  # a store that exists, is SQLite and has a schema this ddlio reads
         conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
         try:
@@ -74,11 +72,6 @@ def run_query(db: str, sql: str) -> pd.DataFrame:
             raise DdlioError(f"SQL error: {msg}; tables: sweeps, sweep_points, points, epochs, environments") from e
         finally:
             conn.close()
-    from sqlalchemy import text
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from ddlio.store import open_store_for_reading
-
     engine = open_store_for_reading(db).engine  # checked, and opened read-only
     try:
         with engine.connect() as conn:
@@ -100,8 +93,6 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ddlio.store import default_db
-
     df = run_query(args.db or default_db(), args.sql)
     if args.format == "csv":
         df.to_csv(sys.stdout, index=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 from typing import Any
 
 from sqlalchemy import select
@@ -63,8 +64,6 @@ def _state(status: str, job_state: str | None) -> str:
 def _slurm_states(s: Any, sweep_ids: list[str]) -> dict[str, str]:
     """What Slurm says now about the sweeps' submitted Slurm jobs (one squeue and one sacct call for all):
     job id -> ``PENDING, QOSMaxJobsPerUserLimit (held by a limit)`` / ``RUNNING``. Empty where Slurm is absent."""
-    import shutil
-
     if shutil.which("squeue") is None:
         return {}
     from ddlio.jobstates import JobWatcher

@@ -169,59 +169,75 @@ class _Checker:
             self.problems.append(f"{name} is not allowed{f' ({hint})' if hint else ''}: `{self.snippet(node)}`")
 
     def check(self, node: ast.expr, role: str, depth: int) -> None:
+        """Check ``node`` in its ``role`` at nesting ``depth``: each kind of node has its method below."""
         if depth > MAX_DEPTH:
             self.problems.append(f"it is nested more than {MAX_DEPTH} levels deep")
             return
-        d = depth + 1
-        if isinstance(node, ast.Name):
-            if node.id not in self.columns and node.id not in self.unknown:
-                self.unknown.append(node.id)
-        elif isinstance(node, ast.Constant):
-            if type(node.value) not in (int, float, str, bool, type(None)):
-                self.refuse(node, what=f"a {type(node.value).__name__} literal")
-            elif role == "condition" and not isinstance(node.value, bool):
-                self.problems.append(f"`{self.snippet(node)}` is not a condition (compare something, e.g. {EXAMPLE})")
-        elif isinstance(node, ast.BoolOp):
+        for kinds, method in self._CHECKS:
+            if isinstance(node, kinds):
+                method(self, node, role, depth + 1)
+                return
+        self.refuse(node)  # and not what is inside: its names need not be columns (a lambda's arguments)
+
+    def _name(self, node: ast.Name, role: str, d: int) -> None:
+        if node.id not in self.columns and node.id not in self.unknown:
+            self.unknown.append(node.id)
+
+    def _constant(self, node: ast.Constant, role: str, d: int) -> None:
+        if type(node.value) not in (int, float, str, bool, type(None)):
+            self.refuse(node, what=f"a {type(node.value).__name__} literal")
+        elif role == "condition" and not isinstance(node.value, bool):
+            self.problems.append(f"`{self.snippet(node)}` is not a condition (compare something, e.g. {EXAMPLE})")
+
+    def _boolop(self, node: ast.BoolOp, role: str, d: int) -> None:
+        self.require(node, role, "condition")
+        for v in node.values:
+            self.check(v, "condition", d)
+
+    def _unaryop(self, node: ast.UnaryOp, role: str, d: int) -> None:
+        if isinstance(node.op, ast.Not):
             self.require(node, role, "condition")
-            for v in node.values:
-                self.check(v, "condition", d)
-        elif isinstance(node, ast.UnaryOp):
-            if isinstance(node.op, ast.Not):
-                self.require(node, role, "condition")
-                self.check(node.operand, "condition", d)
-            elif isinstance(node.op, (ast.USub, ast.UAdd)):
-                self.require(node, role, "value")
-                self.number(node.operand)
-                self.check(node.operand, "value", d)
-            else:
-                self.refuse(node, node.op)
-                self.check(node.operand, "value", d)
-        elif isinstance(node, ast.BinOp):
-            if type(node.op) not in _ARITH:
-                self.refuse(node, node.op)
-            else:
-                self.require(node, role, "value")
-            for side in (node.left, node.right):
-                self.number(side)
-                self.check(side, "value", d)
-        elif isinstance(node, ast.Compare):
-            self.require(node, role, "condition")
-            self.check(node.left, "value", d)
-            if len(node.ops) > 1 and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
-                self.problems.append(f"`in` in a chain of comparisons (`{self.snippet(node)}`) is not allowed "
-                                     "(join them with `and`)")
-            for op, right in zip(node.ops, node.comparators, strict=True):
-                if isinstance(op, (ast.In, ast.NotIn)):
-                    self.literals(right)
-                elif type(op) in _COMPARE:
-                    self.check(right, "value", d)
-                else:
-                    self.refuse(node, op)
-                    self.check(right, "value", d)
-        elif isinstance(node, (ast.List, ast.Tuple)):
-            self.refuse(node, what="a list outside `in` / `not in`")
+            self.check(node.operand, "condition", d)
+        elif isinstance(node.op, (ast.USub, ast.UAdd)):
+            self.require(node, role, "value")
+            self.number(node.operand)
+            self.check(node.operand, "value", d)
         else:
-            self.refuse(node)  # and not what is inside: its names need not be columns (a lambda's arguments)
+            self.refuse(node, node.op)
+            self.check(node.operand, "value", d)
+
+    def _binop(self, node: ast.BinOp, role: str, d: int) -> None:
+        if type(node.op) not in _ARITH:
+            self.refuse(node, node.op)
+        else:
+            self.require(node, role, "value")
+        for side in (node.left, node.right):
+            self.number(side)
+            self.check(side, "value", d)
+
+    def _compare(self, node: ast.Compare, role: str, d: int) -> None:
+        self.require(node, role, "condition")
+        self.check(node.left, "value", d)
+        if len(node.ops) > 1 and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
+            self.problems.append(f"`in` in a chain of comparisons (`{self.snippet(node)}`) is not allowed "
+                                 "(join them with `and`)")
+        for op, right in zip(node.ops, node.comparators, strict=True):
+            if isinstance(op, (ast.In, ast.NotIn)):
+                self.literals(right)
+            elif type(op) in _COMPARE:
+                self.check(right, "value", d)
+            else:
+                self.refuse(node, op)
+                self.check(right, "value", d)
+
+    def _sequence(self, node: ast.List | ast.Tuple, role: str, d: int) -> None:
+        self.refuse(node, what="a list outside `in` / `not in`")
+
+    #: (node types, the method that checks them); any other node is refused
+    _CHECKS: tuple[tuple[type | tuple[type, ...], Callable[..., None]], ...] = (
+        (ast.Name, _name), (ast.Constant, _constant), (ast.BoolOp, _boolop), (ast.UnaryOp, _unaryop),
+        (ast.BinOp, _binop), (ast.Compare, _compare), ((ast.List, ast.Tuple), _sequence),
+    )
 
     def require(self, node: ast.expr, role: str, kind: str) -> None:
         if role == "condition" and kind == "value":

@@ -1,0 +1,46 @@
+"""Amplification: what the file system served per byte the reader returned, per format, access and layout."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from analysis import frames as F
+from analysis.figures.base import FigureJob, Inputs, _figure, _yerr
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+def draw_amplification(frame: pd.DataFrame) -> Figure:
+    """Amplification per format × access × configuration (horizontal bars, mean of repetitions ±1 std), with the
+    line at 1 where the file system served exactly the bytes the reader returned; ``frame`` from
+    :func:`analysis.frames.amplification_frame`."""
+    n = len(frame)
+    names = (frame["format"] + "/" + frame["access"] + " " + frame["label"]).tolist()
+    fig, axes = _figure(8.0, max(2.5, 0.28 * n + 1.2), left=0.4 + 0.075 * max(len(t) for t in names))
+    ax = axes[0, 0]
+    y = np.arange(n)
+    ax.barh(y, frame["mean"].to_numpy(dtype=float), xerr=_yerr(frame["std"]), color="#aa7744", ecolor="#222222",
+            capsize=2 if n <= 40 else 0)
+    ax.axvline(1.0, color="#222222", linewidth=1, linestyle="--")
+    ax.set_yticks(y, names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(1.1, float(np.nanmax(frame["mean"].to_numpy(dtype=float))) * 1.1))
+    ax.set_xlabel(F.METRICS["amplification"][0])
+    ax.grid(axis="x", alpha=0.3)
+    fig.suptitle("what the file system served per byte returned (mean of repetitions, ±1 std; 1 = no amplification)")
+    return fig
+
+
+def plan(inp: Inputs) -> list[FigureJob]:
+    """The amplification figure, or why there is none (no file-system layer stored)."""
+    amp = F.amplification_frame(inp.cfg)
+    if amp.empty:
+        return [FigureJob("amplification", "amplification per format and layout",
+                          skipped="no file-system layer stored (points measured before it existed)")]
+    return [FigureJob("amplification", "amplification per format and layout (file-system bytes / bytes "
+                      "returned)", partial(draw_amplification, amp))]

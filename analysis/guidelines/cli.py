@@ -1,0 +1,67 @@
+"""``python -m analysis guidelines``: :func:`compute` the guidelines of the store's points and print them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import pandas as pd
+
+from analysis.below import excluded_note, store_notes
+from analysis.frames import METRICS
+from analysis.guidelines.compare import Settings
+from analysis.guidelines.formats import format_guidelines
+from analysis.guidelines.layouts import layout_guidelines
+from analysis.guidelines.render import as_json, markdown
+from analysis.guidelines.statements import statements
+from analysis.query import analysis_frame, parse_where
+from ddlio.errors import DdlioError
+from ddlio.store import open_store_for_reading
+
+
+def compute(points: pd.DataFrame, st: Settings) -> tuple[pd.DataFrame, pd.DataFrame, list[dict[str, Any]]]:
+    """(layout guidelines, format guidelines, statements) for ``points``. Points that include their dataset's
+    first read since generation are left out (:func:`analysis.below.excluded_note`): a first read is served by
+    the device, every other read by a cache below the client, and the two must never be compared."""
+    points, _ = excluded_note(points)
+    lay = layout_guidelines(points, st)
+    fmt = format_guidelines(points, st)
+    return lay, fmt, statements(lay, fmt, points, st)
+
+
+def below_notes(store: Any, points: pd.DataFrame) -> list[str]:
+    """What the guidelines say of caches below the client: points left out for holding a first read, and
+    configurations whose first reads differ from their repeats."""
+    _, left_out = excluded_note(points)
+    return ([left_out] if left_out else []) + store_notes(store, points)
+
+
+def setup_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", help="SQLite file or SQLAlchemy URL (default: $DDLIO_DB or ./results.db)")
+    parser.add_argument("--format", choices=("md", "json"), default="md", help="Markdown (default) or JSON")
+    parser.add_argument("--where", help="keep the points where this holds, e.g. \"format == 'hdf5' and nodes >= 2\" "
+                                          "(columns, literals, comparisons, in [...], and/or/not, arithmetic)")
+    parser.add_argument("--metric", choices=list(METRICS), default="bandwidth_mib_s",
+                        help="what 'best' means (default: bandwidth_mib_s; times: lower is better)")
+    parser.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    parser.add_argument("--min-repeats", type=int, default=2, help="repetitions a compared layout needs (default 2)")
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.bootstrap < 100 or args.min_repeats < 2:
+        raise DdlioError("--bootstrap must be at least 100 and --min-repeats at least 2 (an interval needs two "
+                         "repetitions)")
+    st = Settings(metric=args.metric, n_boot=args.bootstrap, seed=args.seed, min_repeats=args.min_repeats)
+    where = parse_where(args.where)
+    store = open_store_for_reading(args.db)
+    points = analysis_frame(store, where)
+    if points.empty:
+        print("no completed points in the store (after --where): nothing to recommend", file=sys.stderr)
+        return 1
+    lay, fmt, stmts = compute(points, st)
+    notes = below_notes(store, points)
+    sys.stdout.write(as_json(lay, fmt, stmts, st, notes) + "\n" if args.format == "json"
+                     else markdown(lay, fmt, stmts, st, notes))
+    return 0

@@ -1,0 +1,96 @@
+"""The format guideline: per access × nodes × ppn × sample-size class, the best format (each at its best
+layout), its gain over the runner-up and the verdict, with the file system's amplification cited."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.guidelines.compare import (
+    FORMAT_COLUMNS,
+    FORMAT_SCENARIO,
+    Settings,
+    _bootstrap,
+    _Cand,
+    _ci,
+    _gain,
+    _layout_name,
+    _measured,
+    _rank,
+    _separate,
+)
+
+
+def _format_candidates(sc: pd.DataFrame, st: Settings, sizes_vary: bool) -> list[tuple[_Cand, str]]:
+    """Each format's values in one scenario: at its best stripe layout, or pooled when striping is not applicable."""
+    out = []
+    for fmt, g in sc.groupby("format", sort=True):
+        applicable = g["striping_applicable"].fillna(False).astype(bool)
+        if not applicable.any():
+            out.append((_Cand(str(fmt), g[st.metric].to_numpy(dtype=float)), "pooled, not Lustre"))
+            continue
+        g = g[applicable]
+        layouts = [(_layout_name(c, s, sizes_vary), x[st.metric].to_numpy(dtype=float))
+                   for (c, s), x in g.groupby(["stripe_count", "stripe_size"], sort=True)]
+        name, vals = _rank([_Cand(n, v) for n, v in layouts], st)[0].name, None
+        vals = dict(layouts)[name]
+        out.append((_Cand(str(fmt), vals), name))
+    return out
+
+
+def format_guidelines(points: pd.DataFrame, st: Settings | None = None) -> pd.DataFrame:
+    """One row per access × nodes × ppn × sample-size class (:data:`FORMAT_COLUMNS`): the best format (each at its
+    best layout), its gain over the runner-up format in percent with a bootstrap CI, and the verdict."""
+    st = st or Settings()
+    rng = np.random.default_rng(st.seed + 1)
+    if points.empty:
+        return pd.DataFrame(columns=FORMAT_COLUMNS)
+    pts, sizes_vary = _measured(points, st)
+    rows = []
+    for key, sc in pts.groupby(FORMAT_SCENARIO, sort=True):
+        row: dict[str, Any] = dict(zip(FORMAT_SCENARIO, key, strict=True))
+        pairs = _format_candidates(sc, st, sizes_vary)
+        layout_of = {c.name: lay for c, lay in pairs}
+        cands = [c for c, _ in pairs]
+        _bootstrap(cands, st, rng)
+        ranked = _rank(cands, st)
+        best = ranked[0]
+        row.update(formats=len(cands), best=best.name, best_layout=layout_of[best.name], best_n=best.n,
+                   best_mean=best.mean, best_lo=best.lo, best_hi=best.hi)
+        if len(ranked) == 1:
+            row.update(verdict="cannot decide", reason=f"only one format measured ({best.name})")
+            rows.append(row)
+            continue
+        ru = ranked[1]
+        g, glo, ghi = _gain(best, ru, st)
+        row.update(runner_up=ru.name, runner_up_layout=layout_of[ru.name], runner_up_n=ru.n,
+                   runner_up_mean=ru.mean, runner_up_lo=ru.lo, runner_up_hi=ru.hi, gain_pct=g, gain_lo_pct=glo,
+                   gain_hi_pct=ghi)
+        verdict, reason = _separate(ranked, st, "format")
+        if not verdict and ru.n < st.min_repeats:
+            verdict, reason = "cannot decide", f"repetitions missing: {ru.name} has {ru.n}, need {st.min_repeats}"
+        if not verdict:
+            verdict, reason = "recommend", f"{best.name} {_ci(best)} vs {ru.name} {_ci(ru)}"
+        row.update(verdict=verdict, reason=reason + _amplification_note(sc, [best.name, ru.name]))
+        rows.append(row)
+    return pd.DataFrame(rows).reindex(columns=FORMAT_COLUMNS)
+
+
+#: amplification this far from 1 (or further) is cited in a format verdict's reason
+AMPLIFICATION_NOTE = 0.05
+
+
+def _amplification_note(sc: pd.DataFrame, formats: list[str]) -> str:
+    """Why, at the file system: the formats (best, runner-up) whose reads made the file system serve more (or
+    fewer) bytes than the reader returned, with their mean amplification in the scenario; '' when none differs
+    from 1 by AMPLIFICATION_NOTE or more, or the points predate the file-system layer."""
+    if "amplification" not in sc.columns:
+        return ""
+    amp = sc.groupby("format")["amplification"].mean()
+    cited = [f"{f} {amp[f]:.2f}x" for f in formats if f in amp and amp[f] == amp[f]
+             and abs(amp[f] - 1) >= AMPLIFICATION_NOTE]
+    if not cited:
+        return ""
+    return "; amplification (file-system bytes / bytes returned): " + ", ".join(cited)

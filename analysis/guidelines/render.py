@@ -1,0 +1,65 @@
+"""The guidelines as Markdown or as one JSON document."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.frames import METRICS
+from analysis.guidelines.compare import Settings
+
+
+def _num(v: Any, fmt: str = "{:.4g}") -> str:
+    return "" if v is None or (isinstance(v, float) and np.isnan(v)) else fmt.format(v)
+
+
+def markdown(layouts: pd.DataFrame, formats: pd.DataFrame, stmts: list[dict[str, Any]], st: Settings,
+             notes: list[str] | None = None) -> str:
+    """The guidelines as Markdown: a table of layouts, a table of formats, the statements with their evidence."""
+    unit = METRICS[st.metric][0]
+    ci = f"{st.confidence:.0%}"
+    lines = [f"# Guidelines: {unit}, mean of repetitions [{ci} bootstrap CI, {st.n_boot} resamples, seed {st.seed}]",
+             "", "## Stripe layout per scenario", "",
+             "| access | format | nodes×ppn | sample size | verdict | best layout | mean [CI] | gain over baseline "
+             "[CI] | why |", "|---|---|---|---|---|---|---|---|---|"]
+    for _, r in layouts.iterrows():
+        best = r["best"] if isinstance(r["best"], str) else "-"
+        mean = f"{_num(r['best_mean'])} [{_num(r['best_lo'])}, {_num(r['best_hi'])}]" if best != "-" else "-"
+        gain = (f"{_num(r['gain_pct'], '{:+.1f}')}% [{_num(r['gain_lo_pct'], '{:+.1f}')}%, "
+                f"{_num(r['gain_hi_pct'], '{:+.1f}')}%] vs {r['baseline']}") if isinstance(r["baseline"], str) else "-"
+        lines.append(f"| {r['access']} | {r['format']} | {int(r['nodes'])}×{int(r['ppn'])} | {r['size_class']} | "
+                     f"**{r['verdict']}** | {best} | {mean} | {gain} | {r['reason']} |")
+    lines += ["", "## Format per scenario", "",
+              "| access | nodes×ppn | sample size | verdict | best format (layout) | mean [CI] | runner-up | gain "
+              "[CI] | why |", "|---|---|---|---|---|---|---|---|---|"]
+    for _, r in formats.iterrows():
+        ru = f"{r['runner_up']} ({r['runner_up_layout']})" if isinstance(r["runner_up"], str) else "-"
+        gain = (f"{_num(r['gain_pct'], '{:+.1f}')}% [{_num(r['gain_lo_pct'], '{:+.1f}')}%, "
+                f"{_num(r['gain_hi_pct'], '{:+.1f}')}%]") if isinstance(r["runner_up"], str) else "-"
+        lines.append(f"| {r['access']} | {int(r['nodes'])}×{int(r['ppn'])} | {r['size_class']} | "
+                     f"**{r['verdict']}** | {r['best']} ({r['best_layout']}) | {_num(r['best_mean'])} "
+                     f"[{_num(r['best_lo'])}, {_num(r['best_hi'])}] | {ru} | {gain} | {r['reason']} |")
+    lines += ["", "## Statements", ""]
+    for s in stmts:
+        lines.append(f"- {s['text']}")
+        lines += [f"  - {e}" for e in s["evidence"]]
+    if not stmts:
+        lines.append("- none: nothing in the store is decided yet")
+    if notes:
+        lines += ["", "## Caches below the client", "", *[f"- {n}" for n in notes]]
+    return "\n".join(lines) + "\n"
+
+
+def as_json(layouts: pd.DataFrame, formats: pd.DataFrame, stmts: list[dict[str, Any]], st: Settings,
+            notes: list[str] | None = None) -> str:
+    """The guidelines as one JSON document (NaN as null)."""
+    def recs(df: pd.DataFrame) -> list[dict[str, Any]]:
+        return json.loads(df.to_json(orient="records"))
+
+    return json.dumps({"metric": st.metric, "unit": METRICS[st.metric][0], "confidence": st.confidence,
+                       "n_boot": st.n_boot, "seed": st.seed, "min_repeats": st.min_repeats,
+                       "layouts": recs(layouts), "formats": recs(formats), "statements": stmts,
+                       "notes": notes or []}, indent=1)

@@ -1,0 +1,107 @@
+"""How a point's record maps onto the store's rows: the columns a point's config, its totals and its epochs
+fill, strict-JSON cleaning, and :class:`RowWriter` (the point's and environment's rows, created safely against a
+concurrent driver), the base of the writer's parts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.engine import URL, Engine
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from ddlio.secrets import mask_any
+from ddlio.store.models import Environment, Point
+
+_CONFIG_COLUMNS = {
+    "format": "format", "format_options": "format_options", "access": "access", "stripe_count": "stripe_count",
+    "stripe_size": "stripe_size", "nodes": "nodes", "ppn": "ppn", "ranks": "ranks", "repeat": "repeat",
+    "seed": "seed", "workload": "workload_name", "samples": "samples", "sample_size": "sample_size",
+    "sample_size_stdev": "sample_size_stdev", "samples_per_file": "samples_per_file", "num_files": "num_files",
+    "batch_size": "batch_size", "epochs": "epochs", "compute_time_s": "compute_time", "cache_policy": "cache",
+    "data_root": "data_root", "dataset_key": "dataset_key", "label": None, "cluster": None,
+}
+_TOTAL_COLUMNS = ("bytes_read", "bytes_planned", "os_read_bytes", "io_time_slowest_s", "bandwidth_mib_s", "iops",
+                  "wall_time_s", "samples_per_s", "au", "lat_p50_us", "lat_p90_us", "lat_p99_us", "cache",
+                  "max_rss_kib", "posix_reads", "posix_bytes_read", "posix_read_time_s", "posix_size_hist",
+                  "amplification")
+_EPOCH_COLUMNS = ("samples", "bytes_read", "bytes_planned", "read_ops", "meta_ops", "os_read_bytes",
+                  "io_time_slowest_s", "io_time_mean_s", "bandwidth_mib_s", "iops", "wall_time_s", "compute_time_s",
+                  "samples_per_s",
+                  "au", "lat_p50_us", "lat_p90_us", "lat_p99_us", "cache", "residency_before", "residency_after",
+                  "cache_note", "first_read", "since_generation_s", "flush_mib_s", "posix_reads", "posix_bytes_read",
+                  "posix_read_time_s", "posix_size_hist", "amplification")
+
+
+def _label(p: dict[str, Any]) -> str:
+    return f"{p['format']}/{p['access']} {p['nodes']}N-{p['ranks']}P-{p['stripe_count']}OST"
+
+
+def _nan_to_none(v: Any) -> Any:
+    return None if isinstance(v, float) and v != v else v
+
+
+def _json_safe(obj: Any) -> Any:
+    """``obj`` with NaN and infinities replaced by None at any depth (strict JSON: PostgreSQL refuses NaN)."""
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+
+class RowWriter:
+    """The rows every part of the writer (:class:`ddlio.store.Store`) creates: a point's and an environment's."""
+
+    url: URL
+    engine: Engine
+
+    def _ensure_point(self, p: dict[str, Any], status: str) -> None:
+        """Create the point's row if it does not exist, in its own transaction: two drivers creating it at the
+        same moment both succeed (the second finds the first's row)."""
+        with Session(self.engine) as s:
+            if s.scalar(select(Point.point_key).where(Point.point_key == p["point_key"])) is not None:
+                return
+        try:
+            with Session(self.engine) as s, s.begin():
+                self._point_row(s, p).status = status
+        except IntegrityError:
+            pass
+
+    def _ensure_environment(self, env: dict[str, Any]) -> str:
+        """The id of ``env``'s row, created if needed in its own transaction (safe against a concurrent driver)."""
+        env_id = hashlib.sha256(json.dumps(env, sort_keys=True, default=str).encode()).hexdigest()[:20]
+        with Session(self.engine) as s:
+            if s.get(Environment, env_id) is not None:
+                return env_id
+        git = env.get("git") or {}
+        try:
+            with Session(self.engine) as s, s.begin():
+                s.add(Environment(
+                    id=env_id, host=env.get("host", ""), os=env.get("os", ""),
+                    git_commit=git.get("commit"), git_dirty=bool(git.get("dirty")),
+                    packages=env.get("packages", {}), raw=env,
+                ))
+        except IntegrityError:
+            pass
+        return env_id
+
+    def _point_row(self, s: Session, p: dict[str, Any]) -> Point:
+        row = s.get(Point, p["point_key"])
+        if row is None:
+            row = Point(point_key=p["point_key"], status="submitted", attempts=0)
+            s.add(row)
+        for col, key in _CONFIG_COLUMNS.items():
+            if key is not None:
+                setattr(row, col, p[key])
+        row.label = _label(p)
+        row.source = "ddlio"
+        row.cluster = str(p["cluster"]["name"])  # every stored form of a point has its cluster's name
+        row.config = mask_any(p)  # a point written by an older ddlio may carry a db password: never stored
+        return row
