@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from ddlio.jobstates import JobWatcher
 from ddlio.store import Point, Sweep, SweepPoint, open_store_for_reading
 
 
@@ -66,8 +67,6 @@ def _slurm_states(s: Any, sweep_ids: list[str]) -> dict[str, str]:
     job id -> ``PENDING, QOSMaxJobsPerUserLimit (held by a limit)`` / ``RUNNING``. Empty where Slurm is absent."""
     if shutil.which("squeue") is None:
         return {}
-    from ddlio.jobstates import JobWatcher
-
     rows = s.execute(
         select(Point.job_id, Point.config).join(SweepPoint, Point.point_key == SweepPoint.point_key)
         .where(SweepPoint.sweep_id.in_(sweep_ids), Point.status == "submitted", Point.job_id.is_not(None))
