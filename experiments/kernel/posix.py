@@ -26,22 +26,9 @@ import os
 import re
 from dataclasses import dataclass
 
-#: Darshan's POSIX_SIZE_READ_* bins: (name suffix, largest size in the bin, bytes, inclusive)
-SIZE_BINS: tuple[tuple[str, float], ...] = (
-    ("0_100", 100), ("100_1K", 1024), ("1K_10K", 10 * 1024), ("10K_100K", 100 * 1024), ("100K_1M", 1024**2),
-    ("1M_4M", 4 * 1024**2), ("4M_10M", 10 * 1024**2), ("10M_100M", 100 * 1024**2), ("100M_1G", 1024**3),
-    ("1G_PLUS", float("inf")),
-)
-SIZE_BIN_NAMES = tuple(f"POSIX_SIZE_READ_{n}" for n, _ in SIZE_BINS)
+from ddlio.metrics import SIZE_BINS, size_bin
+
 _FIELD = re.compile(rb"(syscr|rchar|read_bytes): (\d+)")
-
-
-def size_bin(nbytes: float) -> int:
-    """Index into :data:`SIZE_BINS` of a read of ``nbytes`` bytes (Darshan's bucket: the first upper bound >= it)."""
-    for k, (_, top) in enumerate(SIZE_BINS):
-        if nbytes <= top:
-            return k
-    return len(SIZE_BINS) - 1
 
 
 def parse(text: bytes) -> tuple[int, int]:
