@@ -9,7 +9,7 @@ import pytest
 from experiments.dataset import MANIFEST, DatasetPlan, ensure_dataset, load_manifest, sample_sizes
 from experiments.formats import get_format
 from helpers import mpi_generation, point
-from lustre.layout import Layout
+from lustre import Layout
 
 
 def test_sample_sizes_are_deterministic_and_vary_per_sample():

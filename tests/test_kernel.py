@@ -12,7 +12,7 @@ from experiments.dataset import DatasetPlan, ensure_dataset, write_json_atomic
 from experiments.formats import FORMATS, get_format
 from experiments.kernel import epoch_ids
 from helpers import mpi_generation, point
-from lustre.layout import Layout
+from lustre import Layout
 
 
 def pt(access="shared", shuffle="none", drop_last=False, batch=4, seed=7):

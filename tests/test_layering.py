@@ -10,7 +10,7 @@ from conftest import ROOT
 
 
 def test_lustre_imports_nothing_from_experiments():
-    code = ("import sys, lustre.fs, lustre.layout\n"
+    code = ("import sys, lustre, lustre.fs, lustre.lfs, lustre.posix\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('experiments', 'analysis')))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert p.returncode == 0, p.stderr

@@ -25,7 +25,7 @@ from experiments.dataset import DatasetPlan, ensure_dataset, write_json_atomic
 from experiments.formats import FORMATS, get_format
 from experiments.run.mpirun import launch_argv
 from helpers import mpi_generation, point
-from lustre.layout import Layout
+from lustre import Layout
 
 STRACE = shutil.which("strace")
 pytestmark = pytest.mark.skipif(STRACE is None, reason="strace is not installed (apt-get install strace)")

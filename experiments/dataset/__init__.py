@@ -402,9 +402,9 @@ def ensure_dataset(
     any file exists, parallel generation through ``run_generation(plan_json_path, ranks)``, verification, then
     the manifest last.
 
-    ``layout`` is a :class:`lustre.layout.Layout`.
+    ``layout`` is a :class:`lustre.Layout`.
     """
-    from lustre.layout import apply_layout
+    from lustre import apply_layout
 
     with dataset_lock(plan):
         manifest = load_manifest(plan)
@@ -431,7 +431,7 @@ def ensure_dataset(
         loads = whole_loads(plan)
         if loads is not None:
             np.save(d / LOADS, loads)
-        from lustre.layout import read_layout
+        from lustre import read_layout
 
         record = read_layout(record, [d / e["name"] for e in entries if e["samples"]][:8])
         manifest = {

@@ -161,7 +161,7 @@ def run_point(point: dict[str, Any], run_dir: str) -> dict[str, Any]:
     a failure record instead, so the driver and ``analysis ingest`` both see what went wrong."""
     from ddlio import env as envinfo
     from lustre.fs import fs_info
-    from lustre.layout import Layout
+    from lustre import Layout
 
     rd = Path(run_dir)
     paths = RunPaths(rd)
