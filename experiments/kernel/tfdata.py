@@ -47,7 +47,7 @@ def import_tf() -> Any:
     """TensorFlow, quiet, or an ImportError that says how to install it."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
-        import tensorflow as tf
+        import tensorflow as tf  # lazy: TensorFlow
     except ImportError as e:
         raise ImportError(INSTALL_HINT) from e
     return tf
