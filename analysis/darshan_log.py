@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ddlio.errors import DdlioError
-from experiments.kernel.posix import SIZE_BIN_NAMES
+from ddlio.metrics import SIZE_BIN_NAMES
 
 MIB = 1024 * 1024
 #: file name endings -> ddlio format name, to label what the application read

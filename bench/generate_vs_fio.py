@@ -90,7 +90,7 @@ def generate(spec: Any, run_dir: Path) -> tuple[float, int, int, int, float]:
     payload bytes, generation ranks, CPU seconds)."""
     from experiments.dataset import ensure_dataset
     from experiments.run.launch import generation_runner
-    from lustre.layout import Layout
+    from lustre import Layout
 
     plan = DatasetPlan.from_point(spec)
     shutil.rmtree(plan.directory, ignore_errors=True)

@@ -80,9 +80,8 @@ def write_iologs(spec: Any, plan: Any, path: Path, size: int, scratch: Path) -> 
     from experiments.kernel import epoch_ids
 
     logs = []
-    point = spec.to_dict()
     for rank in range(spec.ranks):
-        ids = epoch_ids(plan, point, 0, spec.ranks, rank)
+        ids = epoch_ids(plan, spec, 0, spec.ranks, rank)
         log = scratch / f"rank{rank}.iolog"
         with open(log, "w") as f:
             f.write(f"fio version 2 iolog\n{path} add\n{path} open\n")

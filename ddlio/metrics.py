@@ -43,6 +43,23 @@ NUM_BUCKETS = 40 * BUCKETS_PER_OCTAVE  # 2**40 ns ~ 1100 s
 MIB = 1024 * 1024
 
 
+#: Darshan's POSIX_SIZE_READ_* bins: (name suffix, largest size in the bin, bytes, inclusive)
+SIZE_BINS: tuple[tuple[str, float], ...] = (
+    ("0_100", 100), ("100_1K", 1024), ("1K_10K", 10 * 1024), ("10K_100K", 100 * 1024), ("100K_1M", 1024**2),
+    ("1M_4M", 4 * 1024**2), ("4M_10M", 10 * 1024**2), ("10M_100M", 100 * 1024**2), ("100M_1G", 1024**3),
+    ("1G_PLUS", float("inf")),
+)
+SIZE_BIN_NAMES = tuple(f"POSIX_SIZE_READ_{n}" for n, _ in SIZE_BINS)
+
+
+def size_bin(nbytes: float) -> int:
+    """Index into :data:`SIZE_BINS` of a read of ``nbytes`` bytes (Darshan's bucket: the first upper bound >= it)."""
+    for k, (_, top) in enumerate(SIZE_BINS):
+        if nbytes <= top:
+            return k
+    return len(SIZE_BINS) - 1
+
+
 def histogram(latencies_ns: np.ndarray) -> np.ndarray:
     """Bucket counts (int64, NUM_BUCKETS) of latencies in nanoseconds; bucket k holds [2**(k/4), 2**((k+1)/4))."""
     lat = np.maximum(np.asarray(latencies_ns, dtype=np.float64), 1.0)

@@ -1,6 +1,22 @@
-"""ddlio.lustre: everything that talks to Lustre, and says so clearly when the file system is not Lustre."""
+"""ddlio's storage layer: file-system facts (:mod:`lustre.fs`) and a registry of storage backends
+(:mod:`lustre.registry`: Lustre's in :mod:`lustre.lfs`, every other file system's in :mod:`lustre.posix`), each
+meeting the protocol of :mod:`lustre.base`. Callers use the names re-exported here."""
 
-from lustre.fs import FsInfo, fs_info, is_lustre
-from lustre.layout import Layout, LayoutRecord, apply_layout, read_layout
+from lustre.base import Layout, LayoutRecord, StorageBackend
+from lustre.fs import PSEUDO_FS, FsInfo, existing_ancestor, fs_info, is_lustre
+from lustre.registry import (
+    BACKENDS,
+    apply_layout,
+    backend,
+    backend_for,
+    describe,
+    read_back,
+    read_layout,
+    validate_request,
+)
 
-__all__ = ["FsInfo", "Layout", "LayoutRecord", "apply_layout", "fs_info", "is_lustre", "read_layout"]
+__all__ = [
+    "BACKENDS", "PSEUDO_FS", "FsInfo", "Layout", "LayoutRecord", "StorageBackend", "apply_layout", "backend",
+    "backend_for", "describe", "existing_ancestor", "fs_info", "is_lustre", "read_back", "read_layout",
+    "validate_request",
+]

@@ -116,7 +116,7 @@ def test_old_datasets_say_unknown(tmp_path):
     from experiments.dataset import DatasetPlan, ensure_dataset, load_manifest, write_json_atomic
     from experiments.run.launch import _step_runner
     from helpers import mpi_generation
-    from lustre.layout import Layout
+    from lustre import Layout
 
     spec = point(tmp_path)
     plan = DatasetPlan.from_point(spec)

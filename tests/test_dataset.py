@@ -9,7 +9,7 @@ import pytest
 from experiments.dataset import MANIFEST, DatasetPlan, ensure_dataset, load_manifest, sample_sizes
 from experiments.formats import get_format
 from helpers import mpi_generation, point
-from lustre.layout import Layout
+from lustre import Layout
 
 
 def test_sample_sizes_are_deterministic_and_vary_per_sample():
@@ -93,7 +93,7 @@ def test_the_lock_falls_back_to_a_lock_file_where_flock_is_refused(tmp_path, mon
     the lock then is a file created with O_EXCL, removed on release."""
     import errno
 
-    from experiments import dataset
+    from experiments.dataset import lock as dataset
 
     def refuse(*_a):
         raise OSError(errno.ENOSYS, "Function not implemented")

@@ -27,7 +27,7 @@ from experiments.formats.base import COMPRESS_BLOCK, random_bytes
 from experiments.formats.tfrecord import frame, frame_group
 from experiments.kernel import cache as pagecache
 from helpers import mpi_generation, point
-from lustre.layout import Layout
+from lustre import Layout
 
 #: sizes that cross group boundaries and are not multiples of 8 (the raw generator's word)
 SIZES = np.array([1, 7, 8, 9, 4095, 4097, 65536, 1000003] + [3 * 1024 * 1024] * 4, dtype=np.int64)

@@ -8,15 +8,21 @@ import os
 import numpy as np
 import pytest
 
+from experiments.config import PointSpec
 from experiments.dataset import DatasetPlan, ensure_dataset, write_json_atomic
 from experiments.formats import FORMATS, get_format
 from experiments.kernel import epoch_ids
 from helpers import mpi_generation, point
-from lustre.layout import Layout
+from lustre import Layout
 
 
-def pt(access="shared", shuffle="none", drop_last=False, batch=4, seed=7):
-    return {"access": access, "shuffle": shuffle, "drop_last": drop_last, "batch_size": batch, "seed": seed}
+def pt(access="shared", shuffle="none", drop_last=False, batch=4, seed=7, **workload):
+    """A typed point (what the kernel reads), from a stored form holding what sampling needs."""
+    return PointSpec.from_dict({
+        "format": "hdf5", "access": access, "stripe_count": 1, "stripe_size": 0, "nodes": 1, "ppn": 1, "repeat": 0,
+        "seed": seed, "samples": 1, "sample_size": 1, "sample_size_stdev": 0, "samples_per_file": 1,
+        "batch_size": batch, "epochs": 1, "compute_time": 0.0, "cache": "warm", "data_root": "/x", "db": "",
+        "shuffle": shuffle, "drop_last": drop_last, **workload})
 
 
 CASES = [(a, sh, r, f) for a, r, f in (("shared", 2, 1), ("shared", 3, 4), ("fpp", 2, 4), ("fpp", 3, 3))
@@ -236,11 +242,11 @@ def test_read_threads_read_ahead_while_compute_runs(tmp_path):
 def test_compute_time_can_vary_per_batch(tmp_path):
     from experiments.kernel import compute_times
 
-    p = {"compute_time": 0.01, "compute_time_stdev": 0.004, "seed": 1}
+    p = pt(seed=1, compute_time=0.01, compute_time_stdev=0.004)
     c = compute_times(p, 0, 0, 2000)
     assert abs(c.mean() - 0.01) < 0.001 and abs(c.std() - 0.004) < 0.001 and c.min() >= 0
     assert not np.array_equal(c, compute_times(p, 1, 0, 2000))
-    assert np.all(compute_times({**p, "compute_time_stdev": 0}, 0, 0, 5) == 0.01)
+    assert np.all(compute_times(pt(seed=1, compute_time=0.01, compute_time_stdev=0), 0, 0, 5) == 0.01)
 
 
 def test_drop_last_in_a_real_run(tmp_path):

@@ -170,7 +170,7 @@ def test_the_table_catches_what_it_forbids(tmp_path):
     assert any("ddlio/up.py:1: ddlio imports analysis.bad" in v for v in found), found
 
 
-@pytest.mark.parametrize("module", ["lustre", "ddlio", "ddlio.store"])
+@pytest.mark.parametrize("module", ["lustre", "lustre.lfs", "lustre.posix", "ddlio", "ddlio.store", "ddlio.jobstates"])
 def test_the_floor_loads_nothing_above_it(module):
     """At run time too: importing the floor or the storage layer loads no room above it."""
     code = (f"import sys, {module}\n"

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+import lustre as lay
 from ddlio.errors import LayoutError
+from lustre import Layout, apply_layout, fs_info, is_lustre
 from lustre import fs as lfs_fs
-from lustre import layout as lay
-from lustre.fs import LUSTRE_MAGIC, fs_info, is_lustre
-from lustre.layout import Layout, apply_layout, parse_getstripe_yaml
+from lustre.fs import LUSTRE_MAGIC
+from lustre.lfs import parse_getstripe_yaml
 
 FIXTURES = Path(__file__).parent / "fixtures" / "lfs"
 
@@ -128,3 +129,23 @@ def test_missing_lfs_on_lustre_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setattr(lfs_fs, "statfs_magic", lambda p: (LUSTRE_MAGIC, 1 << 30, 1 << 40))
     with pytest.raises(LayoutError, match="'lfs' not found.*Lustre client"):
         lay.apply_layout(tmp_path / "ds", Layout(2, 1 << 20))
+
+
+def test_the_registry_picks_the_backend_by_file_system(tmp_path, fake_lustre):
+    from lustre import backend, backend_for, describe
+
+    assert backend_for(tmp_path).name == "lustre"
+    assert backend("ext4").name == "posix" and backend("ext4").validate(Layout(-5, 100)) == []
+    assert describe(Layout(4, 1 << 20)) == describe(Layout(4, 1 << 20), "ext4") == "4OST"
+    rec = lay.read_layout(apply_layout(tmp_path / "ds", Layout(8, 4 << 20)), [tmp_path / "ds" / "f"])
+    assert rec.files["f"]["stripe_count"] == 8
+
+
+def test_one_answer_to_is_this_lustre(tmp_path):
+    from lustre.fs import LUSTRE_MAGIC, FsInfo
+
+    here = fs_info(tmp_path)
+    assert here.is_lustre is is_lustre(tmp_path) is (here.magic == LUSTRE_MAGIC)
+    named = FsInfo("/x", "lustre", 0xEF53, "/x", "lustre", "", 1, 1)  # a mount table's name is not the test
+    assert not named.is_lustre
+    assert FsInfo("/x", "lustre", LUSTRE_MAGIC, "/x", "lustre", "", 1, 1).is_lustre

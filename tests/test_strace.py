@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from ddlio.metrics import size_bin
 from experiments.dataset import DatasetPlan, ensure_dataset, write_json_atomic
 from experiments.formats import FORMATS, get_format
-from experiments.kernel import posix
 from experiments.run.mpirun import launch_argv
 from helpers import mpi_generation, point
-from lustre.layout import Layout
+from lustre import Layout
 
 STRACE = shutil.which("strace")
 pytestmark = pytest.mark.skipif(STRACE is None, reason="strace is not installed (apt-get install strace)")
@@ -89,7 +89,7 @@ def test_the_stored_file_system_layer_is_what_strace_saw(tmp_path, fmt):
             assert on_data and stored["bytes_read"] > 0
             assert stored["posix_reads"] == len(on_data)
             assert stored["posix_bytes_read"] == sum(n for _, _, n in on_data)
-            seen = Counter(posix.size_bin(n) for _, _, n in on_data)
+            seen = Counter(size_bin(n) for _, _, n in on_data)
             hist = stored["posix_size_hist"]
             assert sum(hist) == len(on_data)
             # a sample's step with several calls (an open's header and index reads) is binned by their mean size

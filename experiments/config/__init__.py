@@ -731,8 +731,7 @@ def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, override
     """
     from experiments.formats import FORMATS
     from experiments.formats.base import parse_payload
-    from lustre.fs import fs_info
-    from lustre.layout import Layout
+    from lustre import Layout, fs_info
 
     base = Path(cwd or os.getcwd())
     problems: list[str] = list(control_problems(cfg))

@@ -2,6 +2,6 @@
 
 import sys
 
-from experiments.kernel import main
+from experiments.kernel.main import main
 
 sys.exit(main(sys.argv[1:]))

@@ -23,7 +23,10 @@ import resource
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from experiments.config import PointSpec
 
 #: the ways a batch's compute is emulated
 COMPUTE_MODES = ("sleep", "cpu")
@@ -140,11 +143,11 @@ class Compute:
             raise ValueError(f"compute mode {mode!r} is unknown: choose one of {', '.join(COMPUTE_MODES)}")
 
     @classmethod
-    def of(cls, point: dict[str, Any], ranks_per_node: int | None = None) -> Compute:
-        """The compute a point (its stored form) asks for, with ``ranks_per_node`` ranks sharing the node (default
-        the point's ppn); points stored before the knob existed sleep."""
-        return cls(point.get("compute", "sleep"), int(point.get("compute_threads", 0)),
-                   int(ranks_per_node or point.get("ppn", 1)))
+    def of(cls, point: PointSpec, ranks_per_node: int | None = None) -> Compute:
+        """The compute a point asks for, with ``ranks_per_node`` ranks sharing the node (default the point's ppn);
+        points stored before the knob existed sleep (the stored form's default)."""
+        w = point.workload
+        return cls(w.compute, int(w.compute_threads), int(ranks_per_node or point.ppn))
 
     def calibrate(self) -> dict[str, Any]:
         """Calibrate the burner (``cpu``; untimed, before any epoch); returns what to record with the result."""

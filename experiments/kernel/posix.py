@@ -26,22 +26,9 @@ import os
 import re
 from dataclasses import dataclass
 
-#: Darshan's POSIX_SIZE_READ_* bins: (name suffix, largest size in the bin, bytes, inclusive)
-SIZE_BINS: tuple[tuple[str, float], ...] = (
-    ("0_100", 100), ("100_1K", 1024), ("1K_10K", 10 * 1024), ("10K_100K", 100 * 1024), ("100K_1M", 1024**2),
-    ("1M_4M", 4 * 1024**2), ("4M_10M", 10 * 1024**2), ("10M_100M", 100 * 1024**2), ("100M_1G", 1024**3),
-    ("1G_PLUS", float("inf")),
-)
-SIZE_BIN_NAMES = tuple(f"POSIX_SIZE_READ_{n}" for n, _ in SIZE_BINS)
+from ddlio.metrics import SIZE_BINS, RankEpoch, size_bin
+
 _FIELD = re.compile(rb"(syscr|rchar|read_bytes): (\d+)")
-
-
-def size_bin(nbytes: float) -> int:
-    """Index into :data:`SIZE_BINS` of a read of ``nbytes`` bytes (Darshan's bucket: the first upper bound >= it)."""
-    for k, (_, top) in enumerate(SIZE_BINS):
-        if nbytes <= top:
-            return k
-    return len(SIZE_BINS) - 1
 
 
 def parse(text: bytes) -> tuple[int, int]:
@@ -120,3 +107,33 @@ def sample_deltas(snaps: list[bytes]) -> list[tuple[int, int]]:
     vals = [parse(s) for s in snaps]
     return [(c1 - c0 - 1, b1 - b0 - len(s0))
             for (c0, b0), (c1, b1), s0 in zip(vals, vals[1:], snaps, strict=False)]
+
+
+def epoch_layer(m: RankEpoch, io0: bytes, io1: bytes, snaps: list[tuple[int, list[bytes], list[int]]],
+                lat: list[int], per_sample: bool) -> None:
+    """Fill ``m``'s file-system layer: the epoch's read calls (the process's counters ``io0``/``io1``, less every
+    counter read of the epoch) and, where each sample was bracketed by its thread's counters (``snaps``, from the
+    lanes), their size histogram and time (``lat``: each sample's latency, ns)."""
+    if not io0:
+        return
+    c0, b0, r0 = parse_all(io0)
+    c1, b1, r1 = parse_all(io1)
+    m.os_read_bytes = r1 - r0
+    own_calls = 1 + sum(len(texts) for _, texts, _ in snaps)
+    own_bytes = len(io0) + sum(len(t) for _, texts, _ in snaps for t in texts)
+    m.posix_reads = c1 - c0 - own_calls
+    m.posix_bytes_read = b1 - b0 - own_bytes
+    if not per_sample:
+        return
+    h = SizeHistogram.empty()
+    for k0, texts, opens in snaps:
+        k = k0
+        for j, (calls, nbytes) in enumerate(sample_deltas(texts)):
+            if j + 1 in opens:  # a file's open: its reads count, its time is metadata time
+                h.add_sample(calls, nbytes, 0)
+            else:
+                h.add_sample(calls, nbytes, lat[k])
+                k += 1
+    m.posix_size_hist = h.counts
+    m.posix_size_approx = h.approx
+    m.posix_read_time_s = h.time_ns / 1e9

@@ -29,9 +29,12 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from experiments.config import PointSpec
 
 INSTALL_HINT = "reader=tf needs TensorFlow: pip install -e '.[tf]' (or pip install tensorflow-cpu)"
 #: TensorFlow's runtime reads a little on its own while an iterator runs (/proc/cpuinfo, /sys/.../cpu/online):
@@ -44,25 +47,25 @@ def import_tf() -> Any:
     """TensorFlow, quiet, or an ImportError that says how to install it."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
-        import tensorflow as tf
+        import tensorflow as tf  # lazy: TensorFlow
     except ImportError as e:
         raise ImportError(INSTALL_HINT) from e
     return tf
 
 
-def rank_files(plan: Any, point: dict[str, Any], epoch: int, ranks: int, rank: int) -> tuple[list[int], bool]:
+def rank_files(plan: Any, point: PointSpec, epoch: int, ranks: int, rank: int) -> tuple[list[int], bool]:
     """(files this rank reads in order, whether it shards records) for TFRecordDataset."""
     files = np.arange(plan.num_files)
     record_shard = False
-    if point["access"] == "fpp":
+    if point.layout.access == "fpp":
         per = plan.num_files // ranks
         mine = files[rank * per : (rank + 1) * per]
     elif plan.num_files >= ranks:
         mine = files[rank::ranks]
     else:
         mine, record_shard = files, True
-    if point.get("shuffle", "none") == "file":
-        rng = np.random.Generator(np.random.PCG64([point["seed"], 0x7F, epoch, rank]))
+    if point.workload.shuffle == "file":
+        rng = np.random.Generator(np.random.PCG64([point.seed, 0x7F, epoch, rank]))
         mine = rng.permutation(mine)
     return [int(f) for f in mine], record_shard
 
@@ -91,63 +94,73 @@ def rchar() -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
 
 
-def run_epoch(tf: Any, plan: Any, point: dict[str, Any], epoch: int, ranks: int, rank: int, ids: np.ndarray,
-              lane: Any, compute: list[float], step: Any = None) -> dict[str, Any]:
-    """Read one epoch through tf.data; returns bytes (rchar), the plan, samples, per-batch latencies (ns), the
-    loop's wait (ns) and compute (s). ``step(seconds)`` is the emulated compute of a batch, returning its wall
-    time in seconds (:meth:`experiments.kernel.compute.Compute.run`; default a sleep)."""
-    batch, prefetch = point["batch_size"], int(point.get("prefetch", 2))
-    threads = int(point.get("read_threads", 0))
-    drop = bool(point.get("drop_last", False))
-    if plan.format == "tfrecord":
-        files, record_shard = rank_files(plan, point, epoch, ranks, rank)
-        paths = [plan.file_path(f) for f in files]
-        ds = tf.data.TFRecordDataset(paths, num_parallel_reads=threads or None)
-        if record_shard:
-            ds = ds.shard(ranks, rank)
-        if point.get("shuffle", "none") == "sample":
-            starts = plan.file_starts
-            n = int(sum(starts[f + 1] - starts[f] for f in files))
-            ds = ds.shuffle(max(1, n), seed=int(point["seed"]) * 1000 + epoch, reshuffle_each_iteration=False)
-        planned = int(sum(os.path.getsize(p) for p in paths))
-    else:
+def tfrecord_dataset(tf: Any, plan: Any, point: PointSpec, epoch: int, ranks: int, rank: int) -> tuple[Any, int]:
+    """TFRecordDataset over this rank's files (record-sharded where there are fewer files than ranks, shuffled with
+    ``shuffle=sample``), and its plan: the whole files' bytes."""
+    files, record_shard = rank_files(plan, point, epoch, ranks, rank)
+    paths = [plan.file_path(f) for f in files]
+    ds = tf.data.TFRecordDataset(paths, num_parallel_reads=point.workload.read_threads or None)
+    if record_shard:
+        ds = ds.shard(ranks, rank)
+    if point.workload.shuffle == "sample":
         starts = plan.file_starts
-        file_of = (np.searchsorted(starts, ids, side="right") - 1).tolist()
-        local = (ids - starts[np.asarray(file_of, dtype=np.int64)]).tolist() if len(ids) else []
+        n = int(sum(starts[f + 1] - starts[f] for f in files))
+        ds = ds.shuffle(max(1, n), seed=int(point.seed) * 1000 + epoch, reshuffle_each_iteration=False)
+    return ds, int(sum(os.path.getsize(p) for p in paths))
 
-        shape = tuple(plan.sample_shape)
 
-        def gen() -> Any:
-            last_f, fetch = -1, None
-            for f, i in zip(file_of, local, strict=True):
-                if f != last_f:  # opens (timed, counted) on first use, as the native lane; releases a whole load
-                    last_f, fetch = f, lane.switch_to(f).fetch
-                n, sample = fetch(i, lane.buf)
-                counted[0] += n
-                yield sample.reshape(shape) if shape else sample
+def generator_dataset(tf: Any, plan: Any, ids: np.ndarray, lane: Any, counted: list[int]) -> tuple[Any, int]:
+    """``Dataset.from_generator`` over ddlio's readers (``lane``), in the native order, adding the bytes its read
+    calls return to ``counted[0]``; and its plan, the record bytes of ``ids`` (load=whole: the kernel plans from
+    the loads instead)."""
+    starts = plan.file_starts
+    file_of = (np.searchsorted(starts, ids, side="right") - 1).tolist()
+    local = (ids - starts[np.asarray(file_of, dtype=np.int64)]).tolist() if len(ids) else []
+    shape = tuple(plan.sample_shape)
 
-        spec = tf.TensorSpec(shape=shape or (None,), dtype=tf.uint8)
-        ds = tf.data.Dataset.from_generator(gen, output_signature=spec)
-        planned = int(plan.record_bytes()[ids].sum())  # (load=whole: the kernel plans from the loads instead)
-    counted = [0]  # generator path: the bytes ddlio's read calls returned (rchar would add index/metadata reads)
+    def gen() -> Any:
+        last_f, fetch = -1, None
+        for f, i in zip(file_of, local, strict=True):
+            if f != last_f:  # opens (timed, counted) on first use, as the native lane; releases a whole load
+                last_f, fetch = f, lane.switch_to(f).fetch
+            n, sample = fetch(i, lane.buf)
+            counted[0] += n
+            yield sample.reshape(shape) if shape else sample
+
+    spec = tf.TensorSpec(shape=shape or (None,), dtype=tf.uint8)
+    return tf.data.Dataset.from_generator(gen, output_signature=spec), int(plan.record_bytes()[ids].sum())
+
+
+def batched(tf: Any, ds: Any, plan: Any, point: PointSpec) -> Any:
+    """``batch(batch_size, drop_remainder=drop_last).prefetch(prefetch)`` (ragged for samples of different sizes;
+    TFRecords of Examples parsed after batching)."""
+    w = point.workload
+    batch, drop, prefetch, threads = w.batch_size, bool(w.drop_last), int(w.prefetch), int(w.read_threads)
     if plan.format == "tfrecord":  # records are scalar strings
         ds = ds.batch(batch, drop_remainder=drop)
         if plan.format_options.get("layout") == "example":
             ds = ds.map(example_parser(tf, plan), num_parallel_calls=threads or None)
-        ds = ds.prefetch(prefetch)
-    elif plan.sample_shape:  # every sample one shape: a regular batch
-        ds = ds.batch(batch, drop_remainder=drop).prefetch(prefetch)
-    else:  # samples of different sizes: a ragged batch
-        ds = ds.ragged_batch(batch, drop_remainder=drop).prefetch(prefetch)
+        return ds.prefetch(prefetch)
+    if plan.sample_shape:  # every sample one shape: a regular batch
+        return ds.batch(batch, drop_remainder=drop).prefetch(prefetch)
+    return ds.ragged_batch(batch, drop_remainder=drop).prefetch(prefetch)  # a ragged batch
+
+
+def prime(tf: Any) -> None:
+    """TF's one-time runtime reads happen outside the window: a first, empty iterator pays them."""
+    if not getattr(tf, "_ddlio_primed", False):
+        for _ in tf.data.TFRecordDataset([]).batch(1).prefetch(1):
+            pass
+        tf._ddlio_primed = True
+
+
+def iterate(ds: Any, compute: list[float], step: Any = None) -> tuple[list[int], int, int, float]:
+    """The training loop over ``ds``: per batch the wait for ``next()`` (ns), then its compute (``compute``, s;
+    ``step(seconds)`` does it, default a sleep). Returns (waits per batch ns, samples, total wait ns, compute s)."""
     perf = time.perf_counter_ns
     lat: list[int] = []
     samples = wait = 0
     compute_s = 0.0
-    if not getattr(tf, "_ddlio_primed", False):  # TF's one-time runtime reads happen outside the window
-        for _ in tf.data.TFRecordDataset([]).batch(1).prefetch(1):
-            pass
-        tf._ddlio_primed = True
-    r0 = rchar()
     it = iter(ds)
     b = 0
     while True:
@@ -170,6 +183,23 @@ def run_epoch(tf: Any, plan: Any, point: dict[str, Any], epoch: int, ranks: int,
             else:
                 compute_s += step(c)
         b += 1
+    return lat, samples, wait, compute_s
+
+
+def run_epoch(tf: Any, plan: Any, point: PointSpec, epoch: int, ranks: int, rank: int, ids: np.ndarray,
+              lane: Any, compute: list[float], step: Any = None) -> dict[str, Any]:
+    """Read one epoch through tf.data; returns bytes (rchar), the plan, samples, per-batch latencies (ns), the
+    loop's wait (ns) and compute (s). ``step(seconds)`` is the emulated compute of a batch, returning its wall
+    time in seconds (:meth:`experiments.kernel.compute.Compute.run`; default a sleep)."""
+    counted = [0]  # generator path: the bytes ddlio's read calls returned (rchar would add index/metadata reads)
+    if plan.format == "tfrecord":
+        ds, planned = tfrecord_dataset(tf, plan, point, epoch, ranks, rank)
+    else:
+        ds, planned = generator_dataset(tf, plan, ids, lane, counted)
+    ds = batched(tf, ds, plan, point)
+    prime(tf)
+    r0 = rchar()
+    lat, samples, wait, compute_s = iterate(ds, compute, step)
     nbytes = rchar() - r0 if plan.format == "tfrecord" else counted[0]
     return {"bytes": nbytes, "rchar": rchar() - r0, "planned": planned, "samples": samples, "lat": lat, "wait_ns": wait,
             "compute_s": compute_s}

@@ -76,7 +76,7 @@ def check_free_space(specs: Sequence[PointSpec]) -> None:
         plan = DatasetPlan.from_point(s)
         if plan.key not in need and load_manifest(plan) is None:
             need[plan.key] = s.planned_bytes()
-        flush = flush_path(s.to_dict())
+        flush = flush_path(s)
         if flush is not None and not flush[0].exists():
             need[str(flush[0])] = flush[1]  # the storage_cold flush file, written once
     total = sum(need.values())

@@ -160,8 +160,7 @@ def run_point(point: dict[str, Any], run_dir: str) -> dict[str, Any]:
     """Measure one point (runs inside the job). Never raises for a measurement problem: it returns, and writes,
     a failure record instead, so the driver and ``analysis ingest`` both see what went wrong."""
     from ddlio import env as envinfo
-    from lustre.fs import fs_info
-    from lustre.layout import Layout
+    from lustre import Layout, fs_info
 
     rd = Path(run_dir)
     paths = RunPaths(rd)

@@ -1,5 +1,6 @@
-"""Lustre striping: apply it with ``lfs setstripe`` before any file exists, read it back with
-``lfs getstripe --yaml``, and say plainly when the file system is not Lustre.
+"""The Lustre backend: striping applied with ``lfs setstripe`` before any file exists, read back with
+``lfs getstripe --yaml``; Lustre is detected by the statfs magic of a Lustre client
+(:attr:`lustre.fs.FsInfo.is_lustre`).
 
 ``lfs`` is found on ``PATH`` (or at ``$DDLIO_LFS``). Whatever ``lfs`` prints on failure is wrapped in a
 :class:`~ddlio.errors.LayoutError` together with the command that failed.
@@ -10,13 +11,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
 from ddlio.errors import LayoutError
+from lustre.base import Layout, LayoutRecord
 from lustre.fs import fs_info
 
 #: Lustre's limits on a plain layout: stripe size is a multiple of 64 KiB below 4 GiB; stripe count up to 2000.
@@ -25,56 +26,32 @@ STRIPE_SIZE_MAX = 4 * 1024**3
 STRIPE_COUNT_MAX = 2000
 
 
-@dataclass(frozen=True)
-class Layout:
-    """A requested plain layout: ``stripe_count`` as ``lfs setstripe -c`` takes it (-1 = all OSTs, 0 = the file
-    system's default, N >= 1) and ``stripe_size`` in bytes (0 = the file system's default)."""
-
-    stripe_count: int = 1
-    stripe_size: int = 1024 * 1024
-
-    def problems(self) -> list[str]:
-        """Every reason this layout cannot be applied, each naming what is valid."""
-        out = []
-        if self.stripe_count < -1 or self.stripe_count > STRIPE_COUNT_MAX:
-            out.append(
-                f"stripe={self.stripe_count} is not a Lustre stripe count: use -1 (all OSTs), "
-                f"0 (the file system's default) or 1..{STRIPE_COUNT_MAX}"
-            )
-        if self.stripe_size != 0 and (
-            self.stripe_size < STRIPE_SIZE_UNIT
-            or self.stripe_size % STRIPE_SIZE_UNIT
-            or self.stripe_size >= STRIPE_SIZE_MAX
-        ):
-            out.append(
-                f"stripe_size={self.stripe_size} bytes is not a Lustre stripe size: use a multiple of 64KiB "
-                "below 4GiB (64KiB, 1MiB, 4MiB ...) or 0 for the file system's default"
-            )
-        return out
-
-    def setstripe_args(self) -> list[str]:
-        args = ["-c", str(self.stripe_count)]
-        if self.stripe_size:
-            args += ["-S", str(self.stripe_size)]
-        return args
+def layout_problems(request: Layout) -> list[str]:
+    """Every reason ``request`` is not a plain Lustre layout, each naming what is valid."""
+    out = []
+    if request.stripe_count < -1 or request.stripe_count > STRIPE_COUNT_MAX:
+        out.append(
+            f"stripe={request.stripe_count} is not a Lustre stripe count: use -1 (all OSTs), "
+            f"0 (the file system's default) or 1..{STRIPE_COUNT_MAX}"
+        )
+    if request.stripe_size != 0 and (
+        request.stripe_size < STRIPE_SIZE_UNIT
+        or request.stripe_size % STRIPE_SIZE_UNIT
+        or request.stripe_size >= STRIPE_SIZE_MAX
+    ):
+        out.append(
+            f"stripe_size={request.stripe_size} bytes is not a Lustre stripe size: use a multiple of 64KiB "
+            "below 4GiB (64KiB, 1MiB, 4MiB ...) or 0 for the file system's default"
+        )
+    return out
 
 
-@dataclass
-class LayoutRecord:
-    """What layout a dataset really has, as stored with every result.
-
-    ``applicable`` is False off Lustre (with the ``reason``); ``applied`` holds what ``lfs getstripe`` reported
-    for a directory or file (``stripe_count``, ``stripe_size`` in bytes, ``pattern``, ``stripe_offset``, ``osts``)."""
-
-    applicable: bool
-    fs_type: str
-    requested: dict[str, int]
-    applied: dict[str, Any] = field(default_factory=dict)
-    files: dict[str, dict[str, Any]] = field(default_factory=dict)
-    reason: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+def setstripe_args(request: Layout) -> list[str]:
+    """``lfs setstripe``'s options for ``request``."""
+    args = ["-c", str(request.stripe_count)]
+    if request.stripe_size:
+        args += ["-S", str(request.stripe_size)]
+    return args
 
 
 def lfs_command() -> str:
@@ -145,29 +122,31 @@ def parse_getstripe_yaml(text: str) -> dict[str, Any]:
     return out
 
 
-def apply_layout(directory: str | os.PathLike, layout: Layout) -> LayoutRecord:
-    """Create ``directory`` and, on Lustre, set its default layout (before any file exists in it).
 
-    Off Lustre nothing is set and the record says why; that is not an error. On Lustre a failing ``lfs`` is.
-    """
-    d = Path(directory)
-    info = fs_info(d)
-    requested = {"stripe_count": layout.stripe_count, "stripe_size": layout.stripe_size}
-    if not info.is_lustre:
+class LustreBackend:
+    """Lustre (see the module's docstring): :class:`lustre.base.StorageBackend`."""
+
+    name: ClassVar[str] = "lustre"
+
+    def detect(self, path: str | os.PathLike) -> bool:
+        return fs_info(path).is_lustre
+
+    def validate(self, request: Layout) -> list[str]:
+        return layout_problems(request)
+
+    def apply(self, directory: str | os.PathLike, request: Layout) -> LayoutRecord:
+        """Create ``directory`` and set its default layout, before any file exists in it; a failing ``lfs`` is a
+        :class:`~ddlio.errors.LayoutError`."""
+        d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        return LayoutRecord(False, info.type, requested, reason=f"{info.type} is not Lustre: striping not applied")
-    d.mkdir(parents=True, exist_ok=True)
-    if any(d.iterdir()):
-        raise LayoutError(f"{d} already holds files: a layout must be set before any file exists in it")
-    _run_lfs(["setstripe", *layout.setstripe_args(), str(d)])
-    applied = parse_getstripe_yaml(_run_lfs(["getstripe", "-d", "--yaml", str(d)]))
-    return LayoutRecord(True, info.type, requested, applied=applied)
+        if any(d.iterdir()):
+            raise LayoutError(f"{d} already holds files: a layout must be set before any file exists in it")
+        _run_lfs(["setstripe", *setstripe_args(request), str(d)])
+        applied = parse_getstripe_yaml(_run_lfs(["getstripe", "-d", "--yaml", str(d)]))
+        return LayoutRecord(True, fs_info(d).type, request.requested(), applied=applied)
 
+    def read_back(self, file: str | os.PathLike) -> dict[str, Any]:
+        return parse_getstripe_yaml(_run_lfs(["getstripe", "--yaml", str(file)]))
 
-def read_layout(record: LayoutRecord, files: list[str | os.PathLike]) -> LayoutRecord:
-    """Add the layout each of ``files`` really got (``lfs getstripe --yaml``) to ``record`` (Lustre only)."""
-    if not record.applicable:
-        return record
-    for f in files:
-        record.files[Path(f).name] = parse_getstripe_yaml(_run_lfs(["getstripe", "--yaml", str(f)]))
-    return record
+    def describe(self, request: Layout) -> str:
+        return f"{request.stripe_count}OST"

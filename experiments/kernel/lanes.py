@@ -1,0 +1,180 @@
+"""Reading contexts and an epoch's per-sample arrays: a :class:`Lane` (the training loop, or one reader thread)
+with its open files and buffer, the hot read loop, and :class:`EpochArrays` (latencies in ns); the busy time of
+overlapping reads; one rank's access log."""
+
+from __future__ import annotations
+
+import csv
+import functools
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from experiments.dataset import DatasetPlan
+
+
+class Lane:
+    """One reading context — the training loop itself, or one reader thread: its own open files and its own
+    preallocated buffer, reused for every read. With the file-system layer on, the lane reads its thread's I/O
+    counters (/proc/thread-self/io) before and after every sample (see :mod:`experiments.kernel.posix`)."""
+
+    def __init__(self, fmt: Any, paths: list[str], buf_bytes: int, trace: bool, fs_layer: bool = False) -> None:
+        self.fmt, self.paths = fmt, paths
+        self.buf = np.empty(max(1, buf_bytes), dtype=np.uint8)
+        self.readers: dict[int, Any] = {}
+        # load=whole: a lane holds one file in memory; moving on to another file releases the one before
+        self.whole = bool(getattr(fmt, "loads_whole", False))
+        self._held: Any = None
+        self.meta_ns = 0
+        self.opens = 0
+        self.trace = trace
+        self.meta_events: list[tuple[int, int, int, str]] = []  # (start ns, duration ns, file, op)
+        self.fs_layer = fs_layer
+        self.io_fd = -1  # this lane's thread's /proc/thread-self/io, opened by the thread on its first read
+        # per read_range call: (first sample, counter texts around each sample and open, which texts end an open)
+        self.snaps: list[tuple[int, list[bytes], list[int]]] = []
+        self._texts: list[bytes] | None = None
+        self._opens: list[int] = []
+
+    def reader_of(self, f: int) -> Any:
+        """The open reader of file ``f``, opening it (a timed metadata op) on first use."""
+        r = self.readers.get(f)
+        if r is None:
+            t = time.perf_counter_ns()
+            r = self.readers[f] = self.fmt.open(self.paths[f])
+            dt = time.perf_counter_ns() - t
+            self.meta_ns += dt
+            self.opens += 1
+            if self.trace:
+                self.meta_events.append((t, dt, f, "open"))
+            if self._texts is not None:  # the open's own reads (headers, indexes) apart from the sample's
+                self._texts.append(os.pread(self.io_fd, 512, 0))
+                self._opens.append(len(self._texts) - 1)
+        return r
+
+    def switch_to(self, f: int) -> Any:
+        """File ``f``'s reader, for a lane moving on to ``f`` (with ``load=whole``, the file held before is
+        released)."""
+        r = self.reader_of(f)
+        if self.whole:
+            if self._held is not None and self._held is not r:
+                self._held.release()
+            self._held = r
+        return r
+
+    def whole_loads(self) -> list[tuple[int, int]]:
+        """``[(file, times loaded whole)]`` of the files this lane has open (``load=whole``)."""
+        return [(f, r.loads) for f, r in self.readers.items()]
+
+    def read_range(self, k0: int, k1: int, ep: EpochArrays) -> int:
+        """Read samples k0..k1-1 of the epoch's order; returns the bytes the reads returned."""
+        # the hot loops: locals only, bound methods, Python lists (no numpy scalars), one read call per sample;
+        # the lean one when nothing but latency (and the thread's I/O counters) is kept
+        perf = time.perf_counter_ns
+        buf, fo, lo, lat, start = self.buf, ep.fo, ep.lo, ep.lat, ep.start
+        nbytes = 0
+        last_f, read = -1, None
+        if self.fs_layer:
+            if self.io_fd < 0:
+                self.io_fd = os.open("/proc/thread-self/io", os.O_RDONLY)
+            snap: Any = functools.partial(os.pread, self.io_fd, 512, 0)
+            self._texts, self._opens = [snap()], []
+            self.snaps.append((k0, self._texts, self._opens))
+            keep = self._texts.append
+        else:
+            snap, keep = bytes, id
+        if not start:
+            for k in range(k0, k1):
+                f = fo[k]
+                if f != last_f:
+                    last_f, read = f, self.switch_to(f).read
+                t = perf()
+                nbytes += read(lo[k], buf)
+                lat[k] = perf() - t
+                keep(snap())
+            return nbytes
+        size = ep.size
+        for k in range(k0, k1):
+            f = fo[k]
+            if f != last_f:
+                last_f, read = f, self.switch_to(f).read
+            t = perf()
+            n = read(lo[k], buf)
+            lat[k] = perf() - t
+            keep(snap())
+            start[k] = t
+            nbytes += n
+            if size:
+                size[k] = n
+        return nbytes
+
+    def take_snaps(self) -> list[tuple[int, list[bytes], list[int]]]:
+        """The counter texts of the epoch so far, handed over and forgotten."""
+        out, self.snaps, self._texts = self.snaps, [], None
+        return out
+
+    def record_offsets(self, ep: EpochArrays) -> None:
+        """For the access log: the file offset of every read, asked of the readers after the epoch (not in
+        the timed loop), before they are closed."""
+        for k, (f, i) in enumerate(zip(ep.fo, ep.lo, strict=True)):
+            r = self.readers.get(f)
+            if r is not None and ep.offset[k] == -2:
+                ep.offset[k] = r.record_offset(i)
+
+    def close_all(self) -> None:
+        perf = time.perf_counter_ns
+        for f, r in self.readers.items():
+            t = perf()
+            r.close()
+            dt = perf() - t
+            self.meta_ns += dt
+            if self.trace:
+                self.meta_events.append((t, dt, f, "close"))
+        self.readers.clear()
+        self._held = None
+
+
+class EpochArrays:
+    """Per-sample arrays of one epoch on one rank: file and local index of each read, latency (ns); start time
+    (perf_counter ns) when reads overlap (reader threads) or are logged; bytes and file offset when logged."""
+
+    def __init__(self, plan: DatasetPlan, ids: np.ndarray, trace: bool, starts_needed: bool = False) -> None:
+        starts = plan.file_starts
+        file_of = np.searchsorted(starts, ids, side="right") - 1
+        self.ids = ids
+        self.fo, self.lo = file_of.tolist(), (ids - starts[file_of]).tolist()
+        n = len(ids)
+        self.lat = [0] * n  # read latencies, ns (a list: cheaper to fill from the hot loop than an ndarray)
+        self.start = [0] * n if (trace or starts_needed) else []
+        self.size = [0] * n if trace else []
+        self.offset = [-2] * n if trace else []  # -2: not asked yet
+
+
+def busy_ns(start: np.ndarray, dur: np.ndarray) -> int:
+    """Length of the union of the intervals [start, start + dur) in ns: the time at least one read was in
+    flight, as Darshan counts a rank's I/O time when its reads overlap (threads)."""
+    if len(start) == 0:
+        return 0
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], start[order] + dur[order]
+    reach = np.maximum.accumulate(e)  # the furthest end among reads started so far
+    prev = np.concatenate(([s[0]], reach[:-1]))
+    return int(np.maximum(0, e - np.maximum(s, prev)).sum())  # each read adds only what extends the union
+
+
+TRACE_COLUMNS = ("rank", "epoch", "op", "file", "offset", "size", "start_s", "duration_s")
+
+
+def write_trace(path: Path, rows: list[tuple]) -> None:
+    """One rank's access log: every read, open and close with its start (seconds since rank 0's start, on a
+    common wall-clock base), duration (s), file, offset and size (bytes; -1/0 for open and close)."""
+    rows.sort(key=lambda r: r[6])
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(TRACE_COLUMNS)
+        w.writerows((r[0], r[1], r[2], r[3], r[4], r[5], f"{r[6]:.9f}", f"{r[7]:.9f}") for r in rows)
+    os.replace(tmp, path)

@@ -1,0 +1,84 @@
+"""The storage backends, by file-system type (as fsspec's ``known_implementations``): a type maps to the path of
+its backend class, imported on first use. A file system without an entry is served by the POSIX backend (no
+striping). Adding a backend (CephFS, say) is one module holding its class and one line in :data:`BACKENDS`.
+
+Callers use the functions here (re-exported by :mod:`lustre`), never a backend module: :func:`backend_for` picks the
+backend of a path, :func:`apply_layout` and :func:`read_layout` set and read a dataset's layout through it,
+:func:`validate_request` checks a request, :func:`describe` labels it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lustre.fs import fs_info
+
+if TYPE_CHECKING:
+    from lustre.base import Layout, LayoutRecord, StorageBackend
+
+#: file-system type (:attr:`lustre.fs.FsInfo.type`) -> ``module:Class`` of its backend
+BACKENDS: dict[str, str] = {
+    "lustre": "lustre.lfs:LustreBackend",
+    "posix": "lustre.posix:PosixBackend",
+}
+#: the backend of every file system without an entry of its own
+FALLBACK = "posix"
+#: whose rules a layout request follows when no file system is named: the stripe fields take ``lfs setstripe``'s
+#: values, and a point is checked the same wherever it is composed
+DEFAULT_STRIPING = "lustre"
+
+_loaded: dict[str, StorageBackend] = {}
+
+
+def backend(name: str) -> StorageBackend:
+    """The backend registered under ``name`` (a file-system type), imported on first use; the POSIX backend for
+    a type without an entry."""
+    key = name if name in BACKENDS else FALLBACK
+    if key not in _loaded:
+        module, _, cls = BACKENDS[key].partition(":")
+        _loaded[key] = getattr(importlib.import_module(module), cls)()
+    return _loaded[key]
+
+
+def backend_for(path: str | os.PathLike) -> StorageBackend:
+    """The backend of the file system holding ``path`` (or its nearest existing ancestor): the one registered for
+    its type if that backend detects it there, else the POSIX backend."""
+    chosen = backend(fs_info(path).type)
+    return chosen if chosen.detect(path) else backend(FALLBACK)
+
+
+def validate_request(request: Layout, fs_type: str | None = None) -> list[str]:
+    """Every reason ``request`` cannot be applied on ``fs_type`` (default: by :data:`DEFAULT_STRIPING`'s rules)."""
+    return backend(fs_type or DEFAULT_STRIPING).validate(request)
+
+
+def describe(request: Layout, fs_type: str | None = None) -> str:
+    """The layout's part of a configuration label (``1OST``), by ``fs_type``'s backend (default
+    :data:`DEFAULT_STRIPING`'s)."""
+    return backend(fs_type or DEFAULT_STRIPING).describe(request)
+
+
+def apply_layout(directory: str | os.PathLike, request: Layout) -> LayoutRecord:
+    """Create ``directory`` and set its layout before any file exists in it, by the backend of its file system.
+
+    Where striping does not apply nothing is set and the record says why; that is not an error. Where it applies,
+    a failure to set it is (:class:`~ddlio.errors.LayoutError`)."""
+    return backend_for(directory).apply(directory, request)
+
+
+def read_layout(record: LayoutRecord, files: list[str | os.PathLike]) -> LayoutRecord:
+    """Add the layout each of ``files`` really got to ``record`` (where striping applies; else unchanged)."""
+    if not record.applicable:
+        return record
+    chosen = backend(record.fs_type)
+    for f in files:
+        record.files[Path(f).name] = chosen.read_back(f)
+    return record
+
+
+def read_back(file: str | os.PathLike) -> dict[str, Any]:
+    """The layout one file really got, by the backend of its file system."""
+    return backend_for(file).read_back(file)
