@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ddlio.mpistep import announce_started
 from experiments.dataset.plan import SIZES, DatasetPlan
 from experiments.formats import get_format
 
@@ -130,8 +131,6 @@ def generate_here(plan_path: str | os.PathLike, env: Mapping[str, str] | None = 
 def _mpi_main(plan_path: str) -> int:
     """``python -m experiments.dataset PLAN.json``: this rank's files, then a barrier (a failing rank aborts)."""
     from mpi4py import MPI  # lazy: MPI starts up on import (only in an MPI step)
-
-    from experiments.run.mpirun import announce_started  # layering: belongs on the floor (ddlio), as before
 
     comm = MPI.COMM_WORLD
     announce_started(comm)

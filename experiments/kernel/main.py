@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ddlio.errors import FormatError, KernelError
+from ddlio.mpistep import announce_started
 from ddlio.runpaths import RunPaths
 from experiments.dataset import write_json_atomic
 from experiments.kernel.kernel import Kernel
@@ -34,8 +35,6 @@ def main(argv: list[str]) -> int:
         spec["result_path"] = argv[2]
         spec["trace_prefix"] = Path(argv[2]).stem + "-"
     from mpi4py import MPI  # lazy: MPI starts up on import (only in an MPI step)
-
-    from experiments.run.mpirun import announce_started  # layering: belongs on the floor (ddlio), as before
 
     rank = MPI.COMM_WORLD.rank
     announce_started(MPI.COMM_WORLD)
