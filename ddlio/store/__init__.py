@@ -43,6 +43,7 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
 from ddlio.errors import DdlioError
+from ddlio.records import Outcome
 from ddlio.secrets import mask, mask_any, read_db_url_file
 
 #: version of the store's tables, recorded in its ``ddlio_meta`` table. 1: the tables as written before versions were
@@ -367,7 +368,7 @@ class StoreReader:
 
 class Store(StoreReader):
     """The results store opened for writing: sweeps, ``analysis ingest`` and ``analysis import-darshan``. Opening it
-    creates the store, or upgrades one written by an older ddlio; it is also the :class:`experiments.run.launch.Tracker`
+    creates the store, or upgrades one written by an older ddlio; it is also the :class:`experiments.run.Tracker`
     the driver hands to ``launch``."""
 
     read_only = False
@@ -503,7 +504,7 @@ class Store(StoreReader):
         Every outcome joins the point's history (``measurements``); it also becomes the point's current state
         unless the current one is newer: a failed re-measure is current (with its error) and the completed
         measurement it replaced stays in the history. A result always replaces a failure the driver only inferred
-        (a job that ended "without a result"): it is that job's outcome, found late."""
+        (a job that ended without leaving one, :attr:`Outcome.LOST`): it is that job's outcome, found late."""
         with _db_errors(self.url):
             self._ensure_point(record["point"], status="submitted")
             env_id = self._ensure_environment(record["env"]) if record["kind"] == "ddlio.result" and \
@@ -561,7 +562,7 @@ class Store(StoreReader):
     def _becomes_current(row: Point, record: dict[str, Any], finished: dt.datetime | None) -> bool:
         if row.status not in ("completed", "failed") or row.finished_utc is None or finished is None:
             return True
-        if record["kind"] == "ddlio.result" and row.status == "failed" and "without a result" in (row.error or ""):
+        if record["kind"] == "ddlio.result" and Outcome.of_stored(row.status, row.error) is Outcome.LOST:
             return True
         return finished >= row.finished_utc
 

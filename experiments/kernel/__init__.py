@@ -31,6 +31,7 @@ import numpy as np
 
 from ddlio.errors import FormatError, KernelError
 from ddlio.metrics import RankEpoch, aggregate, aggregate_run, histogram
+from ddlio.records import ResultRecord
 from ddlio.runpaths import RunPaths
 from experiments.dataset import DatasetPlan, data_files, even_split, load_manifest, write_json_atomic
 from experiments.formats import get_format
@@ -763,6 +764,6 @@ def main(argv: list[str]) -> int:
         MPI.COMM_WORLD.Abort(2)
         return 2
     if result is not None:
-        write_json_atomic(spec["result_path"], result)
+        write_json_atomic(spec["result_path"], ResultRecord.from_dict(result).to_dict())
     return 0
 

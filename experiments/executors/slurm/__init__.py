@@ -20,7 +20,18 @@ from ddlio.env import PROJECT_DIR
 from ddlio.errors import LaunchError
 from ddlio.runpaths import RunPaths
 from ddlio.shell import export_line, quote, sbatch_flag
-from experiments.executors.slurm.state import TERMINAL, WAITING, job_states  # noqa: F401  (job states live there)
+from experiments.executors.slurm.state import (  # noqa: F401  (job states live there)
+    NEVER,
+    TERMINAL,
+    VANISHED,
+    WAITING,
+    JobWatcher,
+    ask_site,
+    fmt_duration,
+    is_submit_limit,
+    job_states,
+    reason_kind,
+)
 
 TEMPLATES = PROJECT_DIR / "slurm_templates"
 
@@ -109,7 +120,7 @@ def check_runnable(specs: list[Any], echo: Any = print, dry_run: bool = False) -
     or QOS the user may not use, a per-job limit of the user's association or QOS. Raises one LaunchError naming
     each point, its request and the limit (with ``dry_run``, returns its message instead, so the plan is still
     shown). Where Slurm cannot be asked, says so and checks nothing."""
-    from experiments.executors.slurm.state import ask_site, unrunnable
+    from experiments.executors.slurm.state import unrunnable
 
     slurm = [s for s in specs if s.cluster.executor == "slurm"]
     if not slurm:
