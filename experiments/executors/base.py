@@ -9,7 +9,6 @@ what the scheduler reports of a live job through :meth:`Host.observe`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -127,5 +126,6 @@ class Executor(Protocol):
     def describe(self, specs: Sequence[PointSpec]) -> list[str]:
         """What a dry run says of points with equal resources: a headline, then what would be submitted."""
 
-    def measuring(self, spec: PointSpec) -> AbstractContextManager[Any]:
-        """Held inside the job around the point's kernel step (one measurement at a time on a shared machine)."""
+    def measurement_lock(self, spec: PointSpec) -> Path | None:
+        """The lock file the job holds around the point's kernel step (one measurement at a time on a shared
+        machine), or None."""

@@ -8,14 +8,12 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from ddlio.records import FailureRecord, Record, read_record
 from ddlio.runpaths import RunPaths, local_measurement_lock
 from experiments.config import PointSpec
-from experiments.dataset import exclusive
 from experiments.executors.base import Harvest, Harvested, Host, Pending, Submitted
 
 #: how often the driver looks whether a local job is done (seconds)
@@ -103,9 +101,9 @@ class LocalExecutor:
     def describe(self, specs: Sequence[PointSpec]) -> list[str]:
         return [f"{len(specs)} local point(s), one at a time"]
 
-    def measuring(self, spec: PointSpec) -> AbstractContextManager[Any]:
+    def measurement_lock(self, spec: PointSpec) -> Path | None:
         """One measurement at a time on this machine, across sweeps too."""
-        return exclusive(local_measurement_lock(spec.data_root))
+        return local_measurement_lock(spec.data_root)
 
     def _run(self, spec: PointSpec, host: Host) -> None:
         import submitit  # lazy: start-up speed (submitit is needed once a point runs)

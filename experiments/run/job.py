@@ -5,6 +5,7 @@ MPI step, :func:`generation_runner`), read back its layout and file system, run 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -22,6 +23,7 @@ from experiments.dataset import (
     DatasetInfo,
     DatasetPlan,
     ensure_dataset,
+    exclusive,
     generate_here,
     invalidate_dataset,
     write_json_atomic,
@@ -181,7 +183,8 @@ def _measure(point: dict[str, Any], rd: Path) -> tuple[ResultRecord, DatasetPlan
     write_json_atomic(paths.kernel_spec, {"point": point, "plan": plan.to_dict(),
                                           "result_path": str(paths.kernel_result)})
     try:
-        with executor_for(spec.cluster.executor).measuring(spec):
+        lock = executor_for(spec.cluster.executor).measurement_lock(spec)
+        with exclusive(lock) if lock else contextlib.nullcontext():
             step("experiments.kernel", [str(paths.kernel_spec)], spec.ranks, "kernel")
     except LaunchError as e:
         if not paths.damaged.exists():

@@ -4,10 +4,9 @@ waiting together behind the executor protocol."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
 from ddlio.records import FailureRecord, read_record
@@ -169,6 +168,6 @@ class SlurmExecutor:
     def describe(self, specs: Sequence[PointSpec]) -> list[str]:
         return describe(specs)
 
-    def measuring(self, spec: PointSpec) -> AbstractContextManager[Any]:
+    def measurement_lock(self, spec: PointSpec) -> Path | None:
         """A job has its nodes to itself: nothing to hold."""
-        return contextlib.nullcontext()
+        return None
