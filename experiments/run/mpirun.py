@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 from ddlio.env import PROJECT_DIR
 from ddlio.errors import LaunchError, StartTimeoutError, TimeLimitError
-from experiments.config import resolve_command
 
 #: the environment variable that names the file rank 0 creates once every rank is through MPI start-up
 STARTED_ENV = "DDLIO_STEP_STARTED"
@@ -49,6 +48,8 @@ def announce_started(comm: object) -> None:
 
 def launch_argv(launch: str, ranks: int, nodes: int, ppn: int, module: str, args: list[str]) -> list[str]:
     """The full command line of an MPI step: the launch line (placeholders filled) + this Python + ``-m module``."""
+    from experiments.config import resolve_command  # lazy: start-up of every MPI rank (the kernel imports mpirun)
+
     words = shlex.split(launch.format(ranks=ranks, nodes=nodes, ppn=ppn))
     if not words:
         raise LaunchError("cluster.launch is empty: give an MPI launch line such as 'mpiexec -n {ranks}'")
