@@ -6,7 +6,7 @@
 
 Hydra composes one config per point (multirun = every combination) and hands each batch to ddlio's launcher
 (``hydra_plugins/ddlio_launcher``): it validates every point of the batch (so a bad value is reported before any
-job is submitted or byte written), measures the batch through ``experiments.run.launch`` with the results store (which
+job is submitted or byte written), measures the batch through ``experiments.run`` with the results store (which
 skips what is already measured and records everything else as it finishes) and returns each point's objective, so
 any Hydra sweeper drives it: the grid by default, ``hydra/sweeper=optuna`` for an adaptive search.
 """

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from ddlio.errors import DdlioError
+from ddlio.records import load_run_records
 from ddlio.runpaths import FAILURE, RESULT
 from ddlio.store import open_store_for_writing
-from experiments.run.launch import load_run_records
 
 _KINDS = ("ddlio.result", "ddlio.failure")
 

@@ -2,7 +2,7 @@
 
 For each format, a dataset of ``--size`` bytes (``--sample-size`` samples, one shared file by default: the
 ``default`` workload's 256 MiB) is generated through ddlio's own path, the one ``sweep.py`` runs inside a job
-(:func:`experiments.dataset.ensure_dataset` with :func:`experiments.run.launch.generation_runner`): the dataset lock,
+(:func:`experiments.dataset.ensure_dataset` with :func:`experiments.run.generation_runner`): the dataset lock,
 an empty directory, the files written (by one rank in the job's process, or by an MPI step of ``min(ppn, files)``
 ranks), each fsync'd, the verification pass and the manifest. Its rate is the bytes on disk (data files and
 sidecars, from the manifest) / the wall seconds of that whole call.
@@ -89,7 +89,7 @@ def generate(spec: Any, run_dir: Path) -> tuple[float, int, int, int, float]:
     """Generate ``spec``'s dataset from scratch through the product's path; returns (wall seconds, bytes on disk,
     payload bytes, generation ranks, CPU seconds)."""
     from experiments.dataset import ensure_dataset
-    from experiments.run.launch import generation_runner
+    from experiments.run import generation_runner
     from lustre import Layout
 
     plan = DatasetPlan.from_point(spec)

@@ -61,12 +61,12 @@ def point(data: Path, size: int, total: int, procs: int, shuffle: str, cache: st
 
 
 def run_kernel(spec: Any, run_dir: Path) -> dict[str, Any]:
-    from experiments.run.launch import run_point
+    from experiments.run import run_point
 
     rec = run_point(spec.to_dict(), str(run_dir))
-    if rec["kind"] != "ddlio.result":
-        raise SystemExit(f"kernel failed: {rec['error']}")
-    return rec
+    if rec.kind != "ddlio.result":
+        raise SystemExit(f"kernel failed: {rec.error}")
+    return rec.to_dict()
 
 
 def kernel_bw(rec: dict[str, Any]) -> list[float]:

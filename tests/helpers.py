@@ -23,7 +23,7 @@ def point(tmp_path: Path, *overrides: str) -> PointSpec:
 
 def mpi_generation(spec: PointSpec, run_dir: Path):
     """The generation callback ensure_dataset takes: a real MPI step with the point's launch line."""
-    from experiments.run.launch import _step_runner
+    from experiments.run.job import step_runner as _step_runner
 
     step = _step_runner(spec, run_dir)
     calls: list[int] = []

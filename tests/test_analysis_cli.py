@@ -13,7 +13,7 @@ import pytest
 
 from conftest import cli_env
 from experiments.dataset import write_json_atomic
-from experiments.run.launch import failure_record
+from experiments.run import failure_record
 from helpers import point
 
 

@@ -114,7 +114,7 @@ def test_storage_cold_reads_the_flush_file_before_every_epoch(tmp_path):
 
 def test_old_datasets_say_unknown(tmp_path):
     from experiments.dataset import DatasetPlan, ensure_dataset, load_manifest, write_json_atomic
-    from experiments.run.launch import _step_runner
+    from experiments.run.job import step_runner as _step_runner
     from helpers import mpi_generation
     from lustre import Layout
 

@@ -148,7 +148,7 @@ def file_contents(plan: DatasetPlan) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("fmt", ["bin", "npy", "tfrecord", "npz", "hdf5"])
 def test_one_rank_in_process_and_two_mpi_ranks_write_what_one_mpi_rank_writes(tmp_path, fmt):
-    from experiments.run.launch import generation_runner
+    from experiments.run import generation_runner
 
     spec = point(tmp_path, f"format={fmt}", "workload.samples=48", "workload.samples_per_file=24",
                  "workload.sample_size_stdev=4KiB", "ppn=2")
@@ -169,7 +169,7 @@ def test_one_rank_in_process_and_two_mpi_ranks_write_what_one_mpi_rank_writes(tm
 
 
 def test_a_one_rank_generation_failure_reads_as_the_step_s(tmp_path):
-    from experiments.run.launch import generation_runner
+    from experiments.run import generation_runner
 
     spec = point(tmp_path)
     plan = DatasetPlan.from_point(spec)

@@ -72,7 +72,7 @@ def test_drop_last_gives_every_rank_the_same_whole_batches(access):
 def run_kernel(tmp_path, *overrides, evict_first=False):
     from experiments.dataset import data_files
     from experiments.kernel.cache import evict
-    from experiments.run.launch import _step_runner
+    from experiments.run.job import step_runner as _step_runner
 
     spec = point(tmp_path, *overrides)
     plan = DatasetPlan.from_point(spec)
@@ -185,7 +185,7 @@ def test_corrupt_data_fails_the_kernel_with_the_reason(tmp_path):
         f.write(b"\0" * 16)
     ks = {"point": spec.to_dict(), "plan": plan.to_dict(), "result_path": str(tmp_path / "res.json")}
     write_json_atomic(tmp_path / "k.json", ks)
-    from experiments.run.launch import _step_runner
+    from experiments.run.job import step_runner as _step_runner
 
     with pytest.raises(LaunchError, match="(?s)kernel step failed.*checksum mismatch"):
         _step_runner(spec, tmp_path)("experiments.kernel", [str(tmp_path / "k.json")], 1, "kernel")

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import ast
 
-from conftest import ROOT
 from test_layering import product_files
+
+from conftest import ROOT
 
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 80

@@ -11,7 +11,7 @@ import pytest
 
 from analysis.query import SUMMARY_COLUMNS, epochs_frame, summary_frame
 from ddlio.store import Store
-from experiments.run.launch import failure_record
+from experiments.run import failure_record
 from helpers import point
 
 

@@ -94,7 +94,7 @@ def test_a_lost_point_measured_again_exits_0(sweep, tmp_path):
 
     from ddlio.store import Store
     from experiments.dataset import write_json_atomic
-    from experiments.run.launch import run_dir_for
+    from experiments.run import run_dir_for
     from helpers import point
 
     spec = point(tmp_path, "workload.epochs=1")
@@ -141,7 +141,7 @@ def test_a_late_result_of_a_failed_point_is_stored_not_remeasured(sweep, analysi
     """A point recorded as failed whose result file landed later (a slow shared file system, a job Slurm
     reported too early): the rerun stores that result instead of measuring again and deleting it."""
     from ddlio.store import Store
-    from experiments.run.launch import failure_record
+    from experiments.run import failure_record
 
     assert sweep("workload=tiny").returncode == 0
     ((key, run_dir, config),) = sqlite3.connect(tmp_path / "r.db").execute(

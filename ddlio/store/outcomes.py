@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from ddlio.records import Outcome
 from ddlio.store.engine import _db_errors
 from ddlio.store.models import Epoch, Measurement, Point, _now, _parse_utc
 from ddlio.store.rows import _EPOCH_COLUMNS, _TOTAL_COLUMNS, RowWriter, _json_safe, _nan_to_none
@@ -23,7 +24,7 @@ class OutcomesMixin(RowWriter):
         Every outcome joins the point's history (``measurements``); it also becomes the point's current state
         unless the current one is newer: a failed re-measure is current (with its error) and the completed
         measurement it replaced stays in the history. A result always replaces a failure the driver only inferred
-        (a job that ended "without a result"): it is that job's outcome, found late."""
+        (a job that ended without leaving one, :attr:`Outcome.LOST`): it is that job's outcome, found late."""
         with _db_errors(self.url):
             self._ensure_point(record["point"], status="submitted")
             env_id = self._ensure_environment(record["env"]) if record["kind"] == "ddlio.result" and \
@@ -81,7 +82,7 @@ class OutcomesMixin(RowWriter):
     def _becomes_current(row: Point, record: dict[str, Any], finished: dt.datetime | None) -> bool:
         if row.status not in ("completed", "failed") or row.finished_utc is None or finished is None:
             return True
-        if record["kind"] == "ddlio.result" and row.status == "failed" and "without a result" in (row.error or ""):
+        if record["kind"] == "ddlio.result" and Outcome.of_stored(row.status, row.error) is Outcome.LOST:
             return True
         return finished >= row.finished_utc
 

@@ -22,7 +22,7 @@ from ddlio.store.schema import check_store, upgrade_schema
 
 class Store(ClaimsMixin, OutcomesMixin, ObservedMixin, StoreReader):
     """The results store opened for writing: sweeps, ``analysis ingest`` and ``analysis import-darshan``. Opening it
-    creates the store, or upgrades one written by an older ddlio; it is also the :class:`experiments.run.launch.Tracker`
+    creates the store, or upgrades one written by an older ddlio; it is also the :class:`experiments.run.Tracker`
     the driver hands to ``launch``."""
 
     read_only = False

@@ -12,6 +12,7 @@ from typing import Any
 
 from ddlio.errors import FormatError, KernelError
 from ddlio.mpistep import announce_started
+from ddlio.records import ResultRecord
 from ddlio.runpaths import RunPaths
 from experiments.dataset import write_json_atomic
 from experiments.kernel.kernel import Kernel
@@ -53,6 +54,6 @@ def main(argv: list[str]) -> int:
         MPI.COMM_WORLD.Abort(2)
         return 2
     if result is not None:
-        write_json_atomic(spec["result_path"], result)
+        write_json_atomic(spec["result_path"], ResultRecord.from_dict(result).to_dict())
     return 0
 

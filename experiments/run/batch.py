@@ -7,13 +7,27 @@ new datasets fit in the free space. Nothing is submitted or written until the wh
 
 from __future__ import annotations
 
+import random
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
 from ddlio.errors import ConfigError
-from experiments.config import PointSpec
+from ddlio.secrets import driver_db, mask
+from ddlio.store import Point, check_store, open_store_for_writing, store_id
+from ddlio.units import format_size
+from experiments.config import PointSpec, validate
+from experiments.dataset import DatasetPlan, load_manifest
+from experiments.executors.slurm import check_available, check_runnable
+from experiments.kernel import flush_path
+from experiments.run.driver import launch, new_sweep_id
+from experiments.run.plan import dry_run
+from lustre.fs import fs_info
 
 
 @dataclass
@@ -29,8 +43,6 @@ def validate_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], c
     """Validate every ``(config, overrides)``; raise one :class:`ConfigError` naming each distinct problem (and
     the points it occurs in, unless all). Points that are the same measurement are measured once (a note says
     so on ``echo``, stderr by default)."""
-    from experiments.config import validate
-
     note = echo or (lambda m: print(m, file=sys.stderr))
     specs: list[PointSpec] = []
     seen: dict[str, list[str]] = {}
@@ -66,11 +78,6 @@ def validate_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], c
 
 def check_free_space(specs: Sequence[PointSpec]) -> None:
     """The new datasets of the sweep (those without a manifest yet) and flush files must fit in the free space."""
-    from ddlio.units import format_size
-    from experiments.dataset import DatasetPlan, load_manifest
-    from experiments.kernel import flush_path
-    from lustre.fs import fs_info
-
     need: dict[str, int] = {}
     for s in specs:
         plan = DatasetPlan.from_point(s)
@@ -125,16 +132,11 @@ def run_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], cwd: s
 
     Raises :class:`~ddlio.errors.DdlioError` for bad input (nothing has run then) and lets
     ``KeyboardInterrupt`` through (what finished is stored)."""
-    import random
-
     tried = set() if tried is None else tried
     batch = validate_batch(composed, cwd)
     specs, driver = batch.unique, composed[0][0]
     objectives = [str(cfg.get("objective", "bandwidth_mib_s")) for cfg, _ in composed]
     warn_striping(specs)
-    from ddlio.secrets import driver_db, mask
-    from ddlio.store import check_store
-
     db = driver_db(driver, cwd)  # the points carry it masked; only this process sees the password
     check_store(db, write=True)  # dialect, driver, server, writable, schema version: before anything is written
     if driver.get("order") == "random":  # seeded, so a rerun keeps the order; nothing measured depends on it
@@ -143,22 +145,14 @@ def run_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], cwd: s
     dry = bool(driver.get("dry_run"))
     unrunnable = ""
     if any(s.cluster.executor == "slurm" for s in specs):
-        from experiments.executors.slurm import check_available, check_runnable
-
         if not dry:
             check_available()
         unrunnable = check_runnable(specs, echo if dry else lambda m: print(m, file=sys.stderr), dry_run=dry)
     if dry:
-        from ddlio.store import store_id
-        from experiments.run.launch import dry_run
-
         dry_run(specs, echo, store_id(specs[0].db))
         if unrunnable:  # the plan is shown, and so is why it would be refused
             raise ConfigError(unrunnable)
         return [Outcome(s, "planned") for s in batch.specs]
-
-    from ddlio.store import open_store_for_writing
-    from experiments.run.launch import launch, new_sweep_id
 
     store = open_store_for_writing(db)
     fresh = [s for s in specs if s.point_key not in tried]
@@ -189,11 +183,6 @@ def run_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], cwd: s
 
 def stored_totals(store: Any, keys: set[str], columns: set[str]) -> dict[str, tuple[str, dict[str, Any]]]:
     """``{point_key: (status, {column: value})}`` for the points of ``keys`` the store holds."""
-    from sqlalchemy import select
-    from sqlalchemy.orm import Session
-
-    from ddlio.store import Point
-
     cols = sorted(columns)
     with Session(store.engine) as s:
         rows = s.execute(select(Point.point_key, Point.status, *(getattr(Point, c) for c in cols))
@@ -203,11 +192,6 @@ def stored_totals(store: Any, keys: set[str], columns: set[str]) -> dict[str, tu
 
 def repetitions(store: Any, spec: PointSpec, objective: str) -> dict[int, float]:
     """``{repeat: objective}`` of every completed point that is ``spec``'s measurement but for ``repeat``."""
-    from sqlalchemy import select
-    from sqlalchemy.orm import Session
-
-    from ddlio.store import Point
-
     def same(p: PointSpec) -> dict[str, Any]:
         return {k: v for k, v in p.measurement_params().items() if k != "repeat"}
 
@@ -230,8 +214,6 @@ def repetitions(store: Any, spec: PointSpec, objective: str) -> dict[int, float]
 
 def interval(values: Sequence[float], confidence: float = 0.95, draws: int = 2000) -> tuple[float, float]:
     """Percentile-bootstrap interval of the mean of ``values`` (seeded: the same values give the same interval)."""
-    import numpy as np
-
     v = np.asarray(values, dtype=float)
     means = np.random.default_rng(0).choice(v, size=(draws, len(v))).mean(axis=1)
     a = (1 - confidence) / 2

@@ -1,5 +1,5 @@
 """A point's life cycle as one table: (state, event) -> (next state, action). Pure: no store, no scheduler, no
-files. The driver (:mod:`experiments.run.launch`) observes something (the store's row, a claim, sbatch's answer, the
+files. The driver (:mod:`experiments.run.driver`) observes something (the store's row, a claim, sbatch's answer, the
 scheduler's state, a record in the run folder), turns it into an event, and does the action the table names. A
 pair that is not in the table is a bug in the driver and raises :class:`IllegalTransition`.
 

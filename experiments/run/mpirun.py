@@ -6,9 +6,11 @@ import contextlib
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -46,7 +48,7 @@ def announce_started(comm: object) -> None:
 
 def launch_argv(launch: str, ranks: int, nodes: int, ppn: int, module: str, args: list[str]) -> list[str]:
     """The full command line of an MPI step: the launch line (placeholders filled) + this Python + ``-m module``."""
-    from experiments.config import resolve_command
+    from experiments.config import resolve_command  # lazy: start-up of every MPI rank (the kernel imports mpirun)
 
     words = shlex.split(launch.format(ranks=ranks, nodes=nodes, ppn=ppn))
     if not words:
@@ -155,8 +157,6 @@ def run_step(
     (its ranks never all got through MPI start-up: a lost rank, or a launcher and a process manager that hang in
     their start-up protocol), instead of holding its nodes until the time limit.
     """
-    import tempfile
-
     full_env = dict(os.environ)
     full_env.update(env or {})
     # the project must be importable by the ranks, wherever they start
@@ -204,12 +204,10 @@ def run_step(
         return StepResult(argv, proc.returncode, time.perf_counter() - t0, tail(out_path), tail(err_path), cause)
     finally:
         if tmpdir:
-            import shutil
-
             shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 if __name__ == "__main__":  # a smallest MPI step: start, announce, end (tests of the watchdog with real ranks)
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: MPI starts only in a step run as a program
 
     announce_started(MPI.COMM_WORLD)

@@ -1,0 +1,110 @@
+"""A point's run folder on the driver's side (:class:`~ddlio.runpaths.RunPaths` names its files): where it is,
+preparing it for a new attempt (the previous outcome archived, the reproducer written), the job's note, and the
+failure record of a job that left none."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ddlio.env import PROJECT_DIR
+from ddlio.records import LOST_WORDS, FailureRecord, Outcome
+from ddlio.runpaths import RunPaths, runs_dir
+from experiments.config import PointSpec
+from experiments.dataset import write_json_atomic
+from experiments.executors.slurm import render_sbatch, site_options
+from experiments.run.mpirun import failure_cause, read_log
+
+
+def run_dir_for(spec: PointSpec, store_id: str = "") -> Path:
+    """The point's run folder (:meth:`RunPaths.of`)."""
+    return RunPaths.of(spec.data_root, spec.point_key, store_id).root
+
+
+def job_info(run_dir: Path) -> dict[str, Any]:
+    """The note the driver left of the point's job (``job_id``, ``folder``, ``executor``, ``submitted_utc``)."""
+    try:
+        return json.loads(RunPaths(run_dir).job.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def note_job(run_dir: Path, job_id: str, folder: Path, executor: str) -> None:
+    """The scheduler accepted the point's job: note it in the run folder."""
+    write_json_atomic(RunPaths(run_dir).job, {"job_id": job_id, "folder": str(folder), "executor": executor,
+                                              "submitted_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+
+
+def lost_job_error(job_id: str, state: str, run_dir: Path, detail: str = "") -> str:
+    """Why a job left no result: its scheduler state, what ended it if any of its logs tells (a signal by name,
+    no space left, the time limit ...), ``detail``, and the tails of whatever it wrote."""
+    info = job_info(run_dir)
+    paths = RunPaths(run_dir)
+    folder = Path(info.get("folder", paths.job_folder))
+    logs = sorted(folder.glob(f"{job_id}_*_log.err")) + sorted(folder.glob(f"{job_id}_*_log.out"))
+    logs += [log for step in ("kernel", "generate") for log in reversed(paths.logs(step))]
+    texts = {log: read_log(log) for log in logs}
+    cause = failure_cause(detail, *texts.values())
+    parts = [f"job {job_id} ended {state} {LOST_WORDS}" + (f": {cause}" if cause else "")]
+    if detail:
+        parts.append(detail.strip())
+    for log, text in texts.items():
+        tail = "\n".join(text.strip().splitlines()[-20:])
+        if tail and (log.parent == folder or log.suffix == ".err"):
+            parts.append(f"--- {log.name}\n{tail}")
+    return "\n".join(parts)
+
+
+def lost_record(spec: PointSpec, job_id: str, state: str, run_dir: Path, detail: str = "",
+                job_state: str | None = None) -> FailureRecord:
+    """The driver's failure record (outcome LOST) of a job that ended in ``state`` without leaving one."""
+    return FailureRecord.of(spec.to_dict(), lost_job_error(job_id, state, run_dir, detail),
+                            job_state=state if job_state is None else job_state, run_dir=str(run_dir),
+                            outcome=Outcome.LOST)
+
+
+def archive_outcome(rd: Path) -> None:
+    """Move a previous attempt's outcome out of the way (into ``attempts/NNN/``), so that any result file found
+    later is this submission's and nothing an earlier job wrote is ever deleted."""
+    paths = RunPaths(rd)
+    old = paths.outcome()
+    if not old:
+        return
+    attempts = paths.attempts
+    n = len(list(attempts.glob("*"))) if attempts.exists() else 0
+    dest = attempts / f"{n:03d}"
+    dest.mkdir(parents=True, exist_ok=True)
+    for p in old:
+        os.replace(p, dest / p.name)
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` (and its parents) with the folder itself readable by its owner only (mode 0700): run
+    folders hold job scripts, configs and logs, which are nobody else's business. An existing folder of ours that
+    others could enter is closed; the datasets beside it keep the umask's modes."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = path.stat()
+    if st.st_uid == os.getuid() and st.st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+def prepare_run_dir(spec: PointSpec, store_id: str = "") -> Path:
+    """Archive the point's previous outcome and write the standalone reproducer."""
+    paths = RunPaths.of(spec.data_root, spec.point_key, store_id)
+    rd = paths.root
+    private_dir(runs_dir(spec.data_root))
+    rd.mkdir(parents=True, exist_ok=True)
+    archive_outcome(rd)
+    c = spec.cluster
+    paths.repro.write_text(render_sbatch(
+        label=spec.label, run_dir=str(rd), nodes=spec.nodes, ppn=spec.ppn,
+        time_min=max(1, int(-(-float(c.timeout_min) // 1))), launch=c.launch, python=sys.executable,
+        project_dir=str(PROJECT_DIR), kernel_spec=str(paths.kernel_spec),
+        env={str(k): str(v) for k, v in c.env.items()}, **site_options(c),
+    ))
+    return rd
