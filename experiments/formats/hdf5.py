@@ -19,12 +19,13 @@ before they existed (``h5py.File(path, "r")``).
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from ddlio.errors import FormatError
-from experiments.formats.base import ArrayReturningReader, FilePayload, Format, Reader, fsync_path
+from experiments.formats.base import ArrayReturningReader, FilePayload, Format, FormatConf, Reader, fsync_path
 
 COMPRESSIONS = ("none", "gzip", "lzf")
 DRIVERS = ("sec2", "stdio", "core")
@@ -141,9 +142,39 @@ class HDF5Reader(ArrayReturningReader):
         self._f.close()
 
 
+@dataclass
+class HDF5Conf(FormatConf):
+    name: str = "hdf5"
+    # bytes: a 1-D uint8 stream + offsets | array: an N-d uint8 dataset `images` (n, *workload.sample_shape)
+    # chunked by image, with int64 `labels` (as DeepGalaxy, CosmoFlow write HDF5; needs workload.sample_shape)
+    layout: str = "bytes"
+    # samples per HDF5 chunk; 0 = contiguous storage (no chunking)
+    chunk_samples: int = 0
+    # none | gzip | lzf (needs chunk_samples >= 1)
+    compression: str = "none"
+    # --- HDF5's own knobs (in a key only when not at their default; see the module's docstring)
+    # data sieve buffer, bytes (reading): a read smaller than it fills it with one read of its size
+    sieve_buf_size: int = 65536
+    # raw-data chunk cache per dataset: bytes and hash slots (reading; chunked storage)
+    rdcc_nbytes: int = 1048576
+    rdcc_nslots: int = 521
+    # file driver for reading: sec2 (pread) | stdio (buffered fread) | core (whole file into memory at open)
+    driver: str = "sec2"
+    # file space strategy (bytes on disk): default | page (paged aggregation, pages of fs_page_size bytes)
+    fs_strategy: str = "default"
+    fs_page_size: int = 4096
+    # page buffer, bytes (reading; needs fs_strategy=page; 0 = none)
+    page_buf_size: int = 0
+    # H5Pset_alignment (bytes on disk): objects of at least alignment_threshold bytes start at a multiple of
+    # alignment (e.g. the stripe size); 1 = no alignment
+    alignment: int = 1
+    alignment_threshold: int = 1
+
+
 class HDF5(Format):
     name = "hdf5"
     suffix = ".h5"
+    conf = HDF5Conf
     read_options = frozenset(READ_KNOBS)
     keyless_defaults: ClassVar[dict[str, Any]] = {**DEFAULTS, "layout": LAYOUTS[0]}
     layouts = LAYOUTS

@@ -20,13 +20,14 @@ from __future__ import annotations
 import io
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
 from ddlio.errors import FormatError
-from experiments.formats.base import FilePayload, Format, Reader, fsync_path
+from experiments.formats.base import FilePayload, Format, FormatConf, Reader, fsync_path
 from experiments.formats.indexed import IndexedReader, index_path, offsets_of, write_index
 
 #: key of the comment / text chunk holding the payload's nominal size (bytes)
@@ -78,8 +79,14 @@ class ImageReader(IndexedReader):
                 raise FormatError(f"{self.path}: record {i} is corrupt: decoding failed ({e})") from e
 
 
+@dataclass
+class ImageConf(FormatConf):
+    # also decode every image (Pillow, fully) inside the timed read, as a loader's decode step
+    decode: bool = False
+
+
 class ImageFormat(Format):
-    """An encoded-image format; subclasses set the codec (:meth:`encode`) and the file signature."""
+    """An encoded-image format; subclasses set the codec (:meth:`encode`), the file signature and the conf."""
 
     #: (first bytes, last bytes) of every well-formed encoded image
     signature: ClassVar[tuple[bytes, bytes]]
