@@ -33,7 +33,10 @@ from typing import Any
 
 import numpy as np
 
-INSTALL_HINT = "reader=tf needs TensorFlow: pip install -e '.[tf]' (or pip install tensorflow-cpu)"
+from experiments.config import TF_INSTALL_HINT
+
+#: what reader=tf without TensorFlow raises (the text is the configuration's: validate reports it too)
+INSTALL_HINT = TF_INSTALL_HINT
 #: TensorFlow's runtime reads a little on its own while an iterator runs (/proc/cpuinfo, /sys/.../cpu/online):
 #: with reader=tf, rchar may exceed the data's bytes by at most this much per rank and epoch (measured: ~0.1 KiB
 #: after a first, empty iterator has paid the one-time ~2.7 KiB)
