@@ -19,6 +19,8 @@ from typing import Any, ClassVar
 import numpy as np
 from omegaconf import MISSING
 
+from ddlio.errors import ConfigError
+
 #: Samples are generated in groups of at most this many bytes, each from its own seeded stream, so a sample's
 #: payload can be regenerated on its own (tests) and generation never holds a whole file in memory.
 GROUP_BYTES = 8 * 1024 * 1024
@@ -277,8 +279,6 @@ class Format:
     def __init__(self, **options: Any) -> None:
         problems = self.problems(options)
         if problems:
-            from ddlio.errors import ConfigError
-
             raise ConfigError(problems)
         self.options = options
 

@@ -44,7 +44,7 @@ MAX_CHUNK_BYTES = 2**32 - 1
 def open_file(path: str | os.PathLike, options: dict[str, Any]) -> Any:
     """``path`` opened read-only as the options ask: ``h5py.File(path, "r")`` at HDF5's defaults, else through a
     file access property list with the driver, sieve buffer, chunk cache and page buffer set."""
-    import h5py
+    import h5py  # lazy: start-up (h5py only where HDF5 files are opened)
 
     knobs = {k: options.get(k, DEFAULTS[k]) for k in READ_KNOBS}
     if all(knobs[k] == DEFAULTS[k] for k in READ_KNOBS):
@@ -232,7 +232,7 @@ class HDF5(Format):
     def write(self, path: str | os.PathLike, payload: FilePayload) -> None:
         if self.layout == "array":
             return self._write_array(path, payload)
-        import h5py
+        import h5py  # lazy: start-up (h5py only where HDF5 files are written)
 
         sizes = payload.sizes
         offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
@@ -255,7 +255,7 @@ class HDF5(Format):
 
     def _write_array(self, path: str | os.PathLike, payload: FilePayload) -> None:
         """``layout=array``: ``images`` (n, *shape) uint8 in chunks of k images, and ``labels`` (n,) int64."""
-        import h5py
+        import h5py  # lazy: start-up (h5py only where HDF5 files are written)
 
         if not payload.shape:
             raise ValueError("format.layout=array needs workload.sample_shape")

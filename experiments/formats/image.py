@@ -36,7 +36,7 @@ NOMINAL_KEY = "ddlio-payload-bytes"
 
 def _pil() -> Any:
     try:
-        from PIL import Image
+        from PIL import Image  # lazy: start-up (Pillow only where images are made or read)
     except ImportError as e:  # pragma: no cover - a core dependency
         raise ImportError("the jpeg and png formats need Pillow: pip install pillow") from e
     # Our own images, sized by workload.sample_size (up to 2 GiB): not decompression bombs.

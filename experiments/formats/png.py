@@ -27,7 +27,7 @@ class PNG(ImageFormat):
     signature = (b"\x89PNG\r\n\x1a\n", b"IEND\xaeB`\x82")
 
     def encode(self, pixels: np.ndarray, nominal: int) -> bytes:
-        from PIL.PngImagePlugin import PngInfo
+        from PIL.PngImagePlugin import PngInfo  # lazy: start-up (Pillow only where images are made)
 
         info = PngInfo()
         info.add_text(NOMINAL_KEY, f"{NOMINAL_KEY}={nominal}")
