@@ -30,13 +30,44 @@ from experiments.formats.base import ArrayReturningReader, FilePayload, Format, 
 COMPRESSIONS = ("none", "gzip", "lzf")
 DRIVERS = ("sec2", "stdio", "core")
 FS_STRATEGIES = ("default", "page")
-#: HDF5's own defaults (H5Pcreate(H5P_FILE_ACCESS / H5P_FILE_CREATE) in HDF5 1.14)
-DEFAULTS: dict[str, Any] = {
-    "sieve_buf_size": 65536, "rdcc_nbytes": 1048576, "rdcc_nslots": 521, "driver": "sec2", "page_buf_size": 0,
-    "fs_strategy": "default", "fs_page_size": 4096, "alignment": 1, "alignment_threshold": 1,
-}
-READ_KNOBS = ("sieve_buf_size", "rdcc_nbytes", "rdcc_nslots", "driver", "page_buf_size")
 LAYOUTS = ("bytes", "array")
+
+
+@dataclass
+class HDF5Conf(FormatConf):
+    name: str = "hdf5"
+    # bytes: a 1-D uint8 stream + offsets | array: an N-d uint8 dataset `images` (n, *workload.sample_shape)
+    # chunked by image, with int64 `labels` (as DeepGalaxy, CosmoFlow write HDF5; needs workload.sample_shape)
+    layout: str = LAYOUTS[0]
+    # samples per HDF5 chunk; 0 = contiguous storage (no chunking)
+    chunk_samples: int = 0
+    # none | gzip | lzf (needs chunk_samples >= 1)
+    compression: str = "none"
+    # --- HDF5's own knobs, at HDF5's own defaults (H5Pcreate(H5P_FILE_ACCESS / H5P_FILE_CREATE) in HDF5 1.14;
+    # in a key only when not at their default; see the module's docstring)
+    # data sieve buffer, bytes (reading): a read smaller than it fills it with one read of its size
+    sieve_buf_size: int = 65536
+    # raw-data chunk cache per dataset: bytes and hash slots (reading; chunked storage)
+    rdcc_nbytes: int = 1048576
+    rdcc_nslots: int = 521
+    # file driver for reading: sec2 (pread) | stdio (buffered fread) | core (whole file into memory at open)
+    driver: str = "sec2"
+    # file space strategy (bytes on disk): default | page (paged aggregation, pages of fs_page_size bytes)
+    fs_strategy: str = "default"
+    fs_page_size: int = 4096
+    # page buffer, bytes (reading; needs fs_strategy=page; 0 = none)
+    page_buf_size: int = 0
+    # H5Pset_alignment (bytes on disk): objects of at least alignment_threshold bytes start at a multiple of
+    # alignment (e.g. the stripe size); 1 = no alignment
+    alignment: int = 1
+    alignment_threshold: int = 1
+
+
+#: HDF5's own knobs and their defaults (HDF5Conf's, HDF5's own): at these values they stay out of the keys
+DEFAULTS: dict[str, Any] = {k: getattr(HDF5Conf, k) for k in (
+    "sieve_buf_size", "rdcc_nbytes", "rdcc_nslots", "driver", "page_buf_size", "fs_strategy", "fs_page_size",
+    "alignment", "alignment_threshold")}
+READ_KNOBS = ("sieve_buf_size", "rdcc_nbytes", "rdcc_nslots", "driver", "page_buf_size")
 #: HDF5's limit on one chunk (bytes)
 MAX_CHUNK_BYTES = 2**32 - 1
 
@@ -140,35 +171,6 @@ class HDF5Reader(ArrayReturningReader):
 
     def close(self) -> None:
         self._f.close()
-
-
-@dataclass
-class HDF5Conf(FormatConf):
-    name: str = "hdf5"
-    # bytes: a 1-D uint8 stream + offsets | array: an N-d uint8 dataset `images` (n, *workload.sample_shape)
-    # chunked by image, with int64 `labels` (as DeepGalaxy, CosmoFlow write HDF5; needs workload.sample_shape)
-    layout: str = "bytes"
-    # samples per HDF5 chunk; 0 = contiguous storage (no chunking)
-    chunk_samples: int = 0
-    # none | gzip | lzf (needs chunk_samples >= 1)
-    compression: str = "none"
-    # --- HDF5's own knobs (in a key only when not at their default; see the module's docstring)
-    # data sieve buffer, bytes (reading): a read smaller than it fills it with one read of its size
-    sieve_buf_size: int = 65536
-    # raw-data chunk cache per dataset: bytes and hash slots (reading; chunked storage)
-    rdcc_nbytes: int = 1048576
-    rdcc_nslots: int = 521
-    # file driver for reading: sec2 (pread) | stdio (buffered fread) | core (whole file into memory at open)
-    driver: str = "sec2"
-    # file space strategy (bytes on disk): default | page (paged aggregation, pages of fs_page_size bytes)
-    fs_strategy: str = "default"
-    fs_page_size: int = 4096
-    # page buffer, bytes (reading; needs fs_strategy=page; 0 = none)
-    page_buf_size: int = 0
-    # H5Pset_alignment (bytes on disk): objects of at least alignment_threshold bytes start at a multiple of
-    # alignment (e.g. the stripe size); 1 = no alignment
-    alignment: int = 1
-    alignment_threshold: int = 1
 
 
 class HDF5(Format):
