@@ -127,6 +127,15 @@ def _store_columns() -> dict[str, str | None]:
     raise AssertionError("the store's column map (_CONFIG_COLUMNS) is not found in ddlio.store")
 
 
+def test_the_confs_mark_a_mandatory_value_as_omegaconf_does():
+    import omegaconf
+
+    from experiments.formats.base import MISSING
+
+    assert MISSING == omegaconf.MISSING
+    assert OmegaConf.is_missing(OmegaConf.structured(DdlioConf), "format")
+
+
 def test_the_table_names_each_field_once():
     for i in range(4):
         names = [row[i] for row in FIELDS if row[i] is not None]

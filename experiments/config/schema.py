@@ -12,10 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import MISSING
-
 from experiments.formats import FORMAT_CONFS
-from experiments.formats.base import FormatConf
+from experiments.formats.base import MISSING, FormatConf
 
 ACCESS_MODES = ("shared", "fpp")
 SHUFFLES = ("none", "file", "sample")

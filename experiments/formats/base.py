@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-from omegaconf import MISSING
 
 from ddlio.errors import ConfigError
 
@@ -241,6 +240,11 @@ class ArrayReturningReader(Reader):
 
     def fetch(self, i: int, out: np.ndarray) -> tuple[int, np.ndarray]:
         return self.read(i, out), self._last
+
+
+#: omegaconf's MISSING ("???": a value the composition must give), spelled out so that reading a format (a kernel
+#: rank) does not import omegaconf (tests/test_point_fields.py checks it is omegaconf's)
+MISSING = "???"
 
 
 @dataclass
