@@ -44,8 +44,10 @@ def check_resources(problems: list[str], cfg: dict[str, Any], executor: str) -> 
 
 
 def check_limits(problems: list[str], cl: dict[str, Any]) -> None:
-    """``cluster.hang_timeout_s`` (seconds) and ``cluster.timeout_min`` (minutes): finite, > 0, at most a year."""
+    """``cluster.hang_timeout_s`` (seconds) and ``cluster.timeout_min`` (minutes): finite, > 0, at most a year;
+    ``cluster.array_parallelism`` (points of a job array at once) >= 1."""
     positive(problems, "cluster.hang_timeout_s", cl["hang_timeout_s"], "seconds", MAX_TIMEOUT_MIN * 60)
+    int_range(problems, "cluster.array_parallelism", cl["array_parallelism"], 1)
     positive(problems, "cluster.timeout_min", cl["timeout_min"], "minutes", MAX_TIMEOUT_MIN)
 
 

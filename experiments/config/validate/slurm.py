@@ -1,5 +1,5 @@
 """The Slurm concern: the keys only a Slurm cluster has are left at their defaults on the local executor; the
-sbatch options, the array parallelism and the vanish time (seconds) are valid."""
+sbatch options and the vanish time (seconds) are valid."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from ddlio.shell import SBATCH_OPTION
 from experiments.config.point import SLURM_ONLY
 from experiments.config.schema import MAX_TIMEOUT_MIN, ClusterConf
-from experiments.config.validate.values import int_range, positive
+from experiments.config.validate.values import positive
 
 
 def check_slurm_only(problems: list[str], cl: dict[str, Any], executor: str) -> None:
@@ -21,8 +21,7 @@ def check_slurm_only(problems: list[str], cl: dict[str, Any], executor: str) -> 
 
 
 def check_slurm(problems: list[str], cl: dict[str, Any]) -> None:
-    """``cluster.array_parallelism`` >= 1, ``cluster.sbatch``'s options and ``cluster.vanish_after_s``."""
-    int_range(problems, "cluster.array_parallelism", cl["array_parallelism"], 1)
+    """``cluster.sbatch``'s options and ``cluster.vanish_after_s``."""
     for k, v in cl["sbatch"].items():
         if not SBATCH_OPTION.match(str(k)):
             problems.append(f"cluster.sbatch: {k!r} is not an sbatch option name (e.g. exclusive, mem, mail_type)")
