@@ -18,6 +18,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ddlio.errors import ConfigError
+
 #: Samples are generated in groups of at most this many bytes, each from its own seeded stream, so a sample's
 #: payload can be regenerated on its own (tests) and generation never holds a whole file in memory.
 GROUP_BYTES = 8 * 1024 * 1024
@@ -240,11 +242,27 @@ class ArrayReturningReader(Reader):
         return self.read(i, out), self._last
 
 
+#: omegaconf's MISSING ("???": a value the composition must give), spelled out so that reading a format (a kernel
+#: rank) does not import omegaconf (tests/test_point_fields.py checks it is omegaconf's)
+MISSING = "???"
+
+
+@dataclass
+class FormatConf:
+    """The Hydra schema of a format's config group (``conf/format/<name>.yaml``); each format module subclasses it
+    with its own options, and :attr:`Format.conf` names it."""
+
+    # file format, one of experiments.formats.FORMATS (hdf5, tfrecord, npz, npy, bin, jpeg, png)
+    name: str = MISSING
+
+
 class Format:
-    """One file format. Subclasses set ``name``/``suffix`` and implement ``write`` and ``open``."""
+    """One file format. Subclasses set ``name``/``suffix``/``conf`` and implement ``write`` and ``open``."""
 
     name: ClassVar[str]
     suffix: ClassVar[str]
+    #: the Hydra schema of the format's options (registered as ``schema/format/<name>``)
+    conf: ClassVar[type[FormatConf]] = FormatConf
     #: bytes read per sample beyond its payload (inline framing), for the byte plan
     record_overhead: ClassVar[int] = 0
     #: options that change only how files are read, not their bytes: left out of the dataset key
@@ -265,8 +283,6 @@ class Format:
     def __init__(self, **options: Any) -> None:
         problems = self.problems(options)
         if problems:
-            from ddlio.errors import ConfigError
-
             raise ConfigError(problems)
         self.options = options
 

@@ -10,15 +10,22 @@ missing, corrupt or inconsistent index, or a truncated data file, is a clear :cl
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.formats.base import FilePayload, Format, Reader, fsync_path
+from experiments.formats.base import FilePayload, Format, FormatConf, Reader, fsync_path
 from experiments.formats.indexed import IndexedReader, index_path, offsets_of, write_index
+
+
+@dataclass
+class BinConf(FormatConf):
+    name: str = "bin"
 
 
 class Bin(Format):
     name = "bin"
     suffix = ".bin"
+    conf = BinConf
     detects_corrupt_data = False
 
     def write(self, path: str | os.PathLike, payload: FilePayload) -> None:

@@ -19,23 +19,55 @@ before they existed (``h5py.File(path, "r")``).
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from ddlio.errors import FormatError
-from experiments.formats.base import ArrayReturningReader, FilePayload, Format, Reader, fsync_path
+from experiments.formats.base import ArrayReturningReader, FilePayload, Format, FormatConf, Reader, fsync_path
 
 COMPRESSIONS = ("none", "gzip", "lzf")
 DRIVERS = ("sec2", "stdio", "core")
 FS_STRATEGIES = ("default", "page")
-#: HDF5's own defaults (H5Pcreate(H5P_FILE_ACCESS / H5P_FILE_CREATE) in HDF5 1.14)
-DEFAULTS: dict[str, Any] = {
-    "sieve_buf_size": 65536, "rdcc_nbytes": 1048576, "rdcc_nslots": 521, "driver": "sec2", "page_buf_size": 0,
-    "fs_strategy": "default", "fs_page_size": 4096, "alignment": 1, "alignment_threshold": 1,
-}
-READ_KNOBS = ("sieve_buf_size", "rdcc_nbytes", "rdcc_nslots", "driver", "page_buf_size")
 LAYOUTS = ("bytes", "array")
+
+
+@dataclass
+class HDF5Conf(FormatConf):
+    name: str = "hdf5"
+    # bytes: a 1-D uint8 stream + offsets | array: an N-d uint8 dataset `images` (n, *workload.sample_shape)
+    # chunked by image, with int64 `labels` (as DeepGalaxy, CosmoFlow write HDF5; needs workload.sample_shape)
+    layout: str = LAYOUTS[0]
+    # samples per HDF5 chunk; 0 = contiguous storage (no chunking)
+    chunk_samples: int = 0
+    # none | gzip | lzf (needs chunk_samples >= 1)
+    compression: str = "none"
+    # --- HDF5's own knobs, at HDF5's own defaults (H5Pcreate(H5P_FILE_ACCESS / H5P_FILE_CREATE) in HDF5 1.14;
+    # in a key only when not at their default; see the module's docstring)
+    # data sieve buffer, bytes (reading): a read smaller than it fills it with one read of its size
+    sieve_buf_size: int = 65536
+    # raw-data chunk cache per dataset: bytes and hash slots (reading; chunked storage)
+    rdcc_nbytes: int = 1048576
+    rdcc_nslots: int = 521
+    # file driver for reading: sec2 (pread) | stdio (buffered fread) | core (whole file into memory at open)
+    driver: str = "sec2"
+    # file space strategy (bytes on disk): default | page (paged aggregation, pages of fs_page_size bytes)
+    fs_strategy: str = "default"
+    fs_page_size: int = 4096
+    # page buffer, bytes (reading; needs fs_strategy=page; 0 = none)
+    page_buf_size: int = 0
+    # H5Pset_alignment (bytes on disk): objects of at least alignment_threshold bytes start at a multiple of
+    # alignment (e.g. the stripe size); 1 = no alignment
+    alignment: int = 1
+    alignment_threshold: int = 1
+
+
+#: HDF5's own knobs and their defaults (HDF5Conf's, HDF5's own): at these values they stay out of the keys
+DEFAULTS: dict[str, Any] = {k: getattr(HDF5Conf, k) for k in (
+    "sieve_buf_size", "rdcc_nbytes", "rdcc_nslots", "driver", "page_buf_size", "fs_strategy", "fs_page_size",
+    "alignment", "alignment_threshold")}
+READ_KNOBS = ("sieve_buf_size", "rdcc_nbytes", "rdcc_nslots", "driver", "page_buf_size")
 #: HDF5's limit on one chunk (bytes)
 MAX_CHUNK_BYTES = 2**32 - 1
 
@@ -43,7 +75,7 @@ MAX_CHUNK_BYTES = 2**32 - 1
 def open_file(path: str | os.PathLike, options: dict[str, Any]) -> Any:
     """``path`` opened read-only as the options ask: ``h5py.File(path, "r")`` at HDF5's defaults, else through a
     file access property list with the driver, sieve buffer, chunk cache and page buffer set."""
-    import h5py
+    import h5py  # lazy: start-up (h5py only where HDF5 files are opened)
 
     knobs = {k: options.get(k, DEFAULTS[k]) for k in READ_KNOBS}
     if all(knobs[k] == DEFAULTS[k] for k in READ_KNOBS):
@@ -144,6 +176,7 @@ class HDF5Reader(ArrayReturningReader):
 class HDF5(Format):
     name = "hdf5"
     suffix = ".h5"
+    conf = HDF5Conf
     read_options = frozenset(READ_KNOBS)
     keyless_defaults: ClassVar[dict[str, Any]] = {**DEFAULTS, "layout": LAYOUTS[0]}
     layouts = LAYOUTS
@@ -201,7 +234,7 @@ class HDF5(Format):
     def write(self, path: str | os.PathLike, payload: FilePayload) -> None:
         if self.layout == "array":
             return self._write_array(path, payload)
-        import h5py
+        import h5py  # lazy: start-up (h5py only where HDF5 files are written)
 
         sizes = payload.sizes
         offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
@@ -224,7 +257,7 @@ class HDF5(Format):
 
     def _write_array(self, path: str | os.PathLike, payload: FilePayload) -> None:
         """``layout=array``: ``images`` (n, *shape) uint8 in chunks of k images, and ``labels`` (n,) int64."""
-        import h5py
+        import h5py  # lazy: start-up (h5py only where HDF5 files are written)
 
         if not payload.shape:
             raise ValueError("format.layout=array needs workload.sample_shape")

@@ -20,13 +20,14 @@ from __future__ import annotations
 import io
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
 from ddlio.errors import FormatError
-from experiments.formats.base import FilePayload, Format, Reader, fsync_path
+from experiments.formats.base import FilePayload, Format, FormatConf, Reader, fsync_path
 from experiments.formats.indexed import IndexedReader, index_path, offsets_of, write_index
 
 #: key of the comment / text chunk holding the payload's nominal size (bytes)
@@ -35,7 +36,7 @@ NOMINAL_KEY = "ddlio-payload-bytes"
 
 def _pil() -> Any:
     try:
-        from PIL import Image
+        from PIL import Image  # lazy: start-up (Pillow only where images are made or read)
     except ImportError as e:  # pragma: no cover - a core dependency
         raise ImportError("the jpeg and png formats need Pillow: pip install pillow") from e
     # Our own images, sized by workload.sample_size (up to 2 GiB): not decompression bombs.
@@ -78,8 +79,14 @@ class ImageReader(IndexedReader):
                 raise FormatError(f"{self.path}: record {i} is corrupt: decoding failed ({e})") from e
 
 
+@dataclass
+class ImageConf(FormatConf):
+    # also decode every image (Pillow, fully) inside the timed read, as a loader's decode step
+    decode: bool = False
+
+
 class ImageFormat(Format):
-    """An encoded-image format; subclasses set the codec (:meth:`encode`) and the file signature."""
+    """An encoded-image format; subclasses set the codec (:meth:`encode`), the file signature and the conf."""
 
     #: (first bytes, last bytes) of every well-formed encoded image
     signature: ClassVar[tuple[bytes, bytes]]

@@ -6,16 +6,23 @@
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 
 import numpy as np
 
-from experiments.formats.image import NOMINAL_KEY, ImageFormat, _pil
+from experiments.formats.image import NOMINAL_KEY, ImageConf, ImageFormat, _pil
 
 QUALITY = 90
 
 
+@dataclass
+class JPEGConf(ImageConf):
+    name: str = "jpeg"
+
+
 class JPEG(ImageFormat):
     name = "jpeg"
+    conf = JPEGConf
     suffix = ".jpg"
     signature = (b"\xff\xd8\xff", b"\xff\xd9")
     min_psnr_db = 20.0  # ~30 dB on noise, lower on tiny images; unrelated noise scores ~8 dB

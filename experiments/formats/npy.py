@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ddlio.errors import FormatError
-from experiments.formats.base import FilePayload, Reader, fsync_path
+from experiments.formats.base import FilePayload, FormatConf, Reader, fsync_path
 from experiments.formats.indexed import IndexedReader, index_path, offsets_of, read_index, write_index
 from experiments.formats.whole import ArrayFileFormat, WholeReader, npy_load_bytes
 
@@ -51,9 +52,19 @@ def data_start(path: str | os.PathLike, nbytes: int) -> int:
     return start
 
 
+@dataclass
+class NPYConf(FormatConf):
+    name: str = "npy"
+    # samples: a 1-D uint8 array + a sidecar index | array: an N-d (k, *workload.sample_shape) uint8 array, as DLIO
+    layout: str = "samples"
+    # reading: sample (one positioned read per sample) | whole (np.load of the whole file on its first read)
+    load: str = "sample"
+
+
 class NPY(ArrayFileFormat):
     name = "npy"
     suffix = ".npy"
+    conf = NPYConf
 
     def whole_load_bytes(self, path: str | os.PathLike) -> int | None:
         return npy_load_bytes(path)

@@ -16,12 +16,13 @@ from __future__ import annotations
 import os
 import struct
 import zipfile
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ddlio.errors import FormatError
-from experiments.formats.base import FilePayload, Reader, fsync_path, pread_into
+from experiments.formats.base import FilePayload, FormatConf, Reader, fsync_path, pread_into
 from experiments.formats.whole import ArrayFileFormat, WholeReader, npz_load_bytes
 
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # zip local file header, 30 bytes
@@ -113,9 +114,19 @@ class NPZReader(Reader):
         os.close(self._fd)
 
 
+@dataclass
+class NPZConf(FormatConf):
+    name: str = "npz"
+    # samples: `data` (1-D uint8) + `offsets` | array: `x` (k, *workload.sample_shape) uint8 + `y` labels, as DLIO
+    layout: str = "samples"
+    # reading: sample (one positioned read per sample) | whole (np.load of the whole array on a file's first read)
+    load: str = "sample"
+
+
 class NPZ(ArrayFileFormat):
     name = "npz"
     suffix = ".npz"
+    conf = NPZConf
 
     def whole_load_bytes(self, path: str | os.PathLike) -> int | None:
         return npz_load_bytes(path, MEMBER[self.layout])

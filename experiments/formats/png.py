@@ -6,21 +6,28 @@ its encoded size follows ``workload.payload`` (random: slightly above the nomina
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 
 import numpy as np
 
-from experiments.formats.image import NOMINAL_KEY, ImageFormat, _pil
+from experiments.formats.image import NOMINAL_KEY, ImageConf, ImageFormat, _pil
 
 COMPRESS_LEVEL = 6
 
 
+@dataclass
+class PNGConf(ImageConf):
+    name: str = "png"
+
+
 class PNG(ImageFormat):
     name = "png"
+    conf = PNGConf
     suffix = ".png"
     signature = (b"\x89PNG\r\n\x1a\n", b"IEND\xaeB`\x82")
 
     def encode(self, pixels: np.ndarray, nominal: int) -> bytes:
-        from PIL.PngImagePlugin import PngInfo
+        from PIL.PngImagePlugin import PngInfo  # lazy: start-up (Pillow only where images are made)
 
         info = PngInfo()
         info.add_text(NOMINAL_KEY, f"{NOMINAL_KEY}={nominal}")

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import os
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-import crc32c
 import numpy as np
 
 from ddlio.errors import FormatError
-from experiments.formats.base import FilePayload, Format, Reader, fsync_path, pread_into, sample_labels
+from experiments.formats.base import FilePayload, Format, FormatConf, Reader, fsync_path, pread_into, sample_labels
 
 HEADER = 12  # uint64 length + uint32 masked crc
 FOOTER = 4  # uint32 masked crc of the payload
@@ -157,9 +157,16 @@ def _mask(crc: int) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
+def crc32c_of(data: bytes | memoryview | np.ndarray, value: int = 0) -> int:
+    """The crc32c of ``data``, continuing from ``value`` (hardware-accelerated by the ``crc32c`` package)."""
+    import crc32c  # lazy: start-up (the conf of this module is read by `sweep.py --help`)
+
+    return crc32c.crc32c(data, value)
+
+
 def masked_crc(data: bytes | memoryview | np.ndarray) -> int:
     """TFRecord's masked crc32c: rotate right by 15 bits and add 0xa282ead8 (mod 2**32)."""
-    return _mask(crc32c.crc32c(data))
+    return _mask(crc32c_of(data))
 
 
 def frame(payload: bytes | memoryview | np.ndarray) -> bytes:
@@ -248,9 +255,19 @@ class TFRecordReader(Reader):
         os.close(self._fd)
 
 
+@dataclass
+class TFRecordConf(FormatConf):
+    name: str = "tfrecord"
+    # check each record's masked crc32c (length and payload) as it is read, as TensorFlow's reader does
+    verify_crc: bool = True
+    # raw: each record is a sample's bytes | example: a serialized tf.train.Example {image: bytes, label: int64}
+    layout: str = "raw"
+
+
 class TFRecord(Format):
     name = "tfrecord"
     suffix = ".tfrecord"
+    conf = TFRecordConf
     record_overhead = HEADER + FOOTER
     read_options = frozenset({"verify_crc"})
     layouts = LAYOUTS
@@ -286,7 +303,7 @@ class TFRecord(Format):
                         prefix, suffix = example_parts(s, labels[k])
                         image = memoryview(buf[pos : pos + s])
                         length = struct.pack("<Q", len(prefix) + s + len(suffix))
-                        crc = crc32c.crc32c(suffix, crc32c.crc32c(image, crc32c.crc32c(prefix)))
+                        crc = crc32c_of(suffix, crc32c_of(image, crc32c_of(prefix)))
                         f.write(length + _CRC.pack(masked_crc(length)) + prefix)
                         f.write(image)
                         f.write(suffix + _CRC.pack(_mask(crc)))

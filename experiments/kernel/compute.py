@@ -28,12 +28,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from experiments.config import PointSpec
 
-#: the ways a batch's compute is emulated
-COMPUTE_MODES = ("sleep", "cpu")
+from experiments.config import COMPUTE_MODES
+
 #: one unit of work: matmul of a stack of STACK float32 matrices of SIZE x SIZE (below OpenBLAS's threading threshold)
 SIZE, STACK = 48, 32
-#: most threads a rank may burn with
-MAX_COMPUTE_THREADS = 1024
 
 
 def node_cpus() -> int:

@@ -29,14 +29,14 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from experiments.config import PointSpec
+from experiments.config import TF_INSTALL_HINT, PointSpec
 
-INSTALL_HINT = "reader=tf needs TensorFlow: pip install -e '.[tf]' (or pip install tensorflow-cpu)"
+#: what reader=tf without TensorFlow raises (the text is the configuration's: validate reports it too)
+INSTALL_HINT = TF_INSTALL_HINT
 #: TensorFlow's runtime reads a little on its own while an iterator runs (/proc/cpuinfo, /sys/.../cpu/online):
 #: with reader=tf, rchar may exceed the data's bytes by at most this much per rank and epoch (measured: ~0.1 KiB
 #: after a first, empty iterator has paid the one-time ~2.7 KiB)

@@ -1,0 +1,252 @@
+"""The frozen point: :class:`PointSpec` and its sub-specs, one per concern (format, layout, workload, cluster), as
+:func:`~experiments.config.validate` builds them from a composed config: sizes in bytes, times in seconds, paths
+absolute. Its stored form and keys are :mod:`experiments.config.stored`'s.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+from experiments.config import stored
+from experiments.config.schema import ClusterConf
+from experiments.formats import FORMATS
+
+
+@dataclass(frozen=True)
+class FormatSpec:
+    """The file format and its options (the format's config group minus ``name``; see experiments/formats)."""
+
+    # one of experiments.formats.FORMATS
+    name: str
+    # the format's options as composed, in the conf's order (FORMATS[name].conf)
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def bytes_options(self) -> dict[str, Any]:
+        """The options that change the bytes written (read-only options such as decode are left out)."""
+        fmt = FORMATS[self.name]
+        return {k: v for k, v in sorted(self.options.items())
+                if k not in fmt.read_options and not fmt.at_default(k, v)}
+
+    def read_options(self) -> dict[str, Any]:
+        """The options that change only how files are read (options at a keyless default left out, so that adding
+        a knob leaves the keys of existing points unchanged)."""
+        fmt = FORMATS[self.name]
+        return {k: v for k, v in sorted(self.options.items())
+                if k in fmt.read_options and not fmt.at_default(k, v)}
+
+
+@dataclass(frozen=True)
+class LayoutSpec:
+    """How the dataset lies on the file system and how the ranks share it."""
+
+    # shared | fpp (ACCESS_MODES)
+    access: str
+    # Lustre stripe count as `lfs setstripe -c` takes it (-1 all OSTs, 0 the default, N >= 1)
+    stripe_count: int
+    # Lustre stripe size, bytes (0: the file system's default)
+    stripe_size: int
+    # the file system at data_root when the point was validated (lustre.fs.fs_info(...).type)
+    fs_type: str = "unknown"
+    # whether striping is applied there: the file system is Lustre (lustre.fs.FsInfo.is_lustre)
+    striping_applicable: bool = False
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """The dataset and the training loop that reads it: sizes in bytes, times in seconds."""
+
+    # samples in the dataset
+    samples: int
+    # mean sample size and its standard deviation, bytes
+    sample_size: int
+    sample_size_stdev: int
+    # samples per file (fpp: at most this many)
+    samples_per_file: int
+    # samples per rank per training step, and passes over the dataset
+    batch_size: int
+    epochs: int
+    # emulated compute per batch, seconds
+    compute_time: float
+    # cold | warm | storage_cold (CACHE_POLICIES)
+    cache: str
+    # the preset's name (informational)
+    name: str = "custom"
+    # random | zeros | a compressibility ratio as a float string (experiments.formats.base.parse_payload)
+    payload: str = "random"
+    # standard deviation of the compute time per batch, seconds
+    compute_time_stdev: float = 0.0
+    # none | file | sample (SHUFFLES)
+    shuffle: str = "none"
+    drop_last: bool = False
+    # reader threads per rank (0: read in the training loop) and batches read ahead
+    read_threads: int = 0
+    prefetch: int = 2
+    # write every rank's operations to trace files in the run folder
+    trace: bool = False
+    # cache=cold: settle a fresh dataset with untimed reads before its first measured epoch
+    settle: bool = False
+    # cache=storage_cold: bytes of the flush file read before each epoch (0 otherwise)
+    flush_size: int = 0
+    # every sample a uint8 array of this shape (() = samples of sample_size bytes)
+    sample_shape: tuple[int, ...] = ()
+    # sleep | cpu (COMPUTE_MODES): how a batch's compute is emulated (experiments.kernel.compute)
+    compute: str = "sleep"
+    # compute=cpu: threads per rank that do the work (0: the node's CPUs / ranks per node); 0 with a sleep
+    compute_threads: int = 0
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Where and how a point's MPI steps run; :class:`LocalCluster` or :class:`SlurmCluster` by ``executor``."""
+
+    #: local | slurm (EXECUTORS): which class, not a field
+    executor: ClassVar[str]
+    # configuration name (informational; part of the point key)
+    name: str
+    # MPI launch line; {ranks}, {nodes} and {ppn} are filled in per point
+    launch: str
+    # wall-clock limit per point, minutes
+    timeout_min: float = 30.0
+    # extra environment variables for the MPI ranks
+    env: dict[str, str] = field(default_factory=dict)
+    # seconds a rank may wait at a barrier for the others before the kernel aborts the step
+    hang_timeout_s: float = 600.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored form: every key of :class:`ClusterConf` in its order, a local cluster's Slurm keys at their
+        defaults (as earlier ddlio stored them)."""
+        out = {}
+        for f in fields(ClusterConf):
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            out[f.name] = copy.deepcopy(getattr(self, f.name, default))
+        return out
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> LocalCluster | SlurmCluster:
+        """The cluster of a stored point (keys this version does not know, or a local cluster's Slurm keys, are
+        dropped; keys an older version did not store take their defaults)."""
+        executor = d.get("executor", "local")
+        if executor not in CLUSTERS:
+            raise ValueError(f"cluster.executor={executor!r} is unknown: choose one of {', '.join(CLUSTERS)}")
+        cls = CLUSTERS[executor]
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass(frozen=True)
+class LocalCluster(ClusterSpec):
+    """This host: submitit's local executor, one point at a time."""
+
+    executor: ClassVar[str] = "local"
+    name: str = "local"
+    launch: str = "mpiexec -n {ranks}"
+
+
+@dataclass(frozen=True)
+class SlurmCluster(ClusterSpec):
+    """A Slurm cluster: one job per point (equal resources share a job array)."""
+
+    executor: ClassVar[str] = "slurm"
+    # partition, account, qos and node constraint ("" = the site's default)
+    partition: str = ""
+    account: str = ""
+    qos: str = ""
+    constraint: str = ""
+    # extra sbatch options (option name -> value)
+    sbatch: dict[str, Any] = field(default_factory=dict)
+    # shell lines run in the job before the driver starts
+    setup: list[str] = field(default_factory=list)
+    # at most this many points of one job array at the same time
+    array_parallelism: int = 4
+    # seconds a job may be unknown to both squeue and sacct before it counts as gone
+    vanish_after_s: float = 120.0
+    # cancel a point pending for a reason only an administrator can clear
+    cancel_unrunnable: bool = True
+
+
+CLUSTERS: dict[str, type[LocalCluster] | type[SlurmCluster]] = {"local": LocalCluster, "slurm": SlurmCluster}
+#: the keys of ClusterConf that only a Slurm cluster has
+SLURM_ONLY = tuple(f.name for f in fields(SlurmCluster) if f.name not in {g.name for g in fields(LocalCluster)})
+
+@dataclass(frozen=True)
+class PointSpec:
+    """One validated, normalised experiment point, by concern: sizes in bytes, times in seconds, paths absolute."""
+
+    format: FormatSpec
+    layout: LayoutSpec
+    workload: WorkloadSpec
+    cluster: LocalCluster | SlurmCluster
+    # nodes per point and MPI ranks per node
+    nodes: int
+    ppn: int
+    # repetition index and the seed of everything random
+    repeat: int
+    seed: int
+    # where datasets/ and runs/ live (absolute), and the store (a path or a URL, password masked)
+    data_root: str
+    db: str
+    # re-measure even if stored
+    force: bool = False
+    # the Hydra overrides that made the point (passwords masked)
+    overrides: tuple[str, ...] = ()
+    # native | tf (READERS)
+    reader: str = "native"
+
+    # ----------------------------------------------------------------------------------------- derived
+    @property
+    def ranks(self) -> int:
+        return self.nodes * self.ppn
+
+    @property
+    def num_files(self) -> int:
+        """Files in the dataset: shared, ceil(samples / samples_per_file); fpp, at least one per rank and a
+        multiple of the rank count, so every rank owns the same number of files."""
+        base = math.ceil(self.workload.samples / self.workload.samples_per_file)
+        if self.layout.access == "fpp":
+            return math.ceil(max(base, self.ranks) / self.ranks) * self.ranks
+        return base
+
+    @property
+    def label(self) -> str:
+        """The paper's configuration label, e.g. ``hdf5/shared 1N-4P-1OST``."""
+        return f"{self.format.name}/{self.layout.access} {self.nodes}N-{self.ranks}P-{self.layout.stripe_count}OST"
+
+    def planned_bytes(self) -> int:
+        """Approximate dataset size on disk in bytes (payload only), for the free-space check."""
+        return self.workload.samples * self.workload.sample_size
+
+    # ------------------------------------------------------------------------ keys and stored form (stored.py)
+    def dataset_params(self) -> dict[str, Any]:
+        """Everything that changes the bytes on disk or their layout (hashed into :attr:`dataset_key`)."""
+        return stored.dataset_params(self)
+
+    def measurement_params(self) -> dict[str, Any]:
+        """What changes the measurement beyond the dataset (hashed with it into :attr:`point_key`)."""
+        return stored.measurement_params(self)
+
+    @property
+    def dataset_key(self) -> str:
+        return stored.dataset_key(self)
+
+    @property
+    def point_key(self) -> str:
+        return stored.point_key(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored form (:data:`~experiments.config.stored.STORED_FORM`), with the derived ranks, num_files and
+        keys."""
+        return stored.to_stored(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PointSpec:
+        """A point from its stored form, as this or any earlier ddlio stored it (keys a version did not store take
+        their defaults: the keys of points measured before stay what they were)."""
+        parts = stored.stored_parts(d)
+        top = parts[""]
+        top["cluster"] = ClusterSpec.from_dict(top["cluster"])
+        return cls(format=FormatSpec(**parts["format"]), layout=LayoutSpec(**parts["layout"]),
+                   workload=WorkloadSpec(**parts["workload"]), **top)

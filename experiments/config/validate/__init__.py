@@ -1,0 +1,103 @@
+"""Validation: :func:`validate` checks one composed config, concern by concern (format, workload, compute,
+cluster, Slurm, run, layout, paths: one module each), reports every problem of the point at once, naming the
+valid choices, and freezes the checked values into a :class:`~experiments.config.point.PointSpec`.
+
+Each concern's check returns the fields it normalised, by the spec they belong to (:func:`point_fields`); the
+point is built from exactly those (tests/test_point_fields.py holds every view of a field to one table).
+
+In ``experiments.config`` the name ``validate`` is this function, not the package: reach a concern's module with
+``from experiments.config.validate import run`` (``import experiments.config.validate.run as run`` fails), and
+monkeypatch the module object, e.g. ``monkeypatch.setattr(run, "tf_available", ...)``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from ddlio.errors import ConfigError
+from ddlio.secrets import mask
+from ddlio.shell import control_problems
+from experiments.config.point import CLUSTERS, FormatSpec, LayoutSpec, PointSpec, WorkloadSpec
+from experiments.config.validate.cluster import (
+    check_env,
+    check_executor,
+    check_launch,
+    check_limits,
+    check_resources,
+    resolve_command,
+)
+from experiments.config.validate.compute import check_compute
+from experiments.config.validate.format import check_format
+from experiments.config.validate.layout import check_access, check_file_system, check_striping
+from experiments.config.validate.paths import check_data_root, check_db, check_writable_dir
+from experiments.config.validate.run import check_run, tf_available
+from experiments.config.validate.slurm import check_slurm, check_slurm_only
+from experiments.config.validate.workload import check_cache, check_loop, check_shares, check_sizes
+
+
+def _check_cluster(problems: list[str], cfg: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The executor and the PointSpec's ``nodes`` and ``ppn``, every cluster key checked."""
+    cl = cfg["cluster"]
+    executor = check_executor(problems, cl)
+    check_slurm_only(problems, cl, executor)
+    resources = check_resources(problems, cfg, executor)
+    check_limits(problems, cl)
+    check_env(problems, cl)
+    check_slurm(problems, cl)
+    check_launch(problems, cl, executor)
+    return executor, resources
+
+
+def point_fields(cfg: dict[str, Any], cwd: str | os.PathLike | None = None,
+                 overrides: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+    """The checked fields of one composed config (a plain dict) by the spec they go to: ``format``, ``layout``,
+    ``workload`` and ``""`` (the PointSpec itself, ``cluster`` still the composed dict).
+
+    Raises :class:`ConfigError` listing every problem found, each with the valid choices.
+    """
+    base = Path(cwd or os.getcwd())
+    problems: list[str] = list(control_problems(cfg))
+    fmt, shape = check_format(problems, cfg)
+    access = check_access(problems, cfg)
+    w = cfg["workload"]
+    sizes = check_sizes(problems, w, shape, overrides)
+    loop = check_loop(problems, w)
+    workload = {**sizes, **loop, **check_compute(problems, w), **check_cache(problems, w)}
+    executor, resources = _check_cluster(problems, cfg)
+    ranks = resources["nodes"] * resources["ppn"]
+    check_shares(problems, sizes, loop["batch_size"], access, ranks, bool(w.get("drop_last")))
+    run = check_run(problems, cfg)
+    striping = check_striping(problems, cfg)
+    data_root = check_data_root(problems, cfg, base)
+    db = check_db(problems, cfg, base)
+    fs = check_file_system(problems, data_root, sizes["samples"], sizes["sample_size"])
+    if problems:
+        raise ConfigError(problems)
+    top = {**resources, **run, "cluster": dict(cfg["cluster"], executor=executor), "data_root": str(data_root),
+           "db": mask(db),  # the password stays in the driver (sweep.py opens the store with driver_db)
+           "force": bool(cfg.get("force", False)), "overrides": tuple(mask(o) for o in overrides)}
+    return {"format": fmt, "layout": {"access": access, **striping, **fs}, "workload": workload, "": top}
+
+
+def freeze(parts: dict[str, dict[str, Any]]) -> PointSpec:
+    """The PointSpec of checked fields (:func:`point_fields`); the cluster's class by its executor."""
+    top = dict(parts[""])
+    cl = top.pop("cluster")
+    cls = CLUSTERS[cl["executor"]]
+    return PointSpec(format=FormatSpec(**parts["format"]), layout=LayoutSpec(**parts["layout"]),
+                     workload=WorkloadSpec(**parts["workload"]),
+                     cluster=cls(**{f.name: cl[f.name] for f in fields(cls)}), **top)
+
+
+def validate(cfg: dict[str, Any], cwd: str | os.PathLike | None = None, overrides: tuple[str, ...] = ()) -> PointSpec:
+    """Check one composed config (a plain dict) and freeze it into a :class:`PointSpec`.
+
+    Raises :class:`ConfigError` listing every problem found, each with the valid choices.
+    """
+    return freeze(point_fields(cfg, cwd, overrides))
+
+
+__all__ = ["check_writable_dir", "freeze", "point_fields", "resolve_command", "tf_available", "validate"]

@@ -1,0 +1,34 @@
+"""The run concern: what a sweep returns and in which order it runs its points, the reader, the repetition and
+the seed."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from experiments.config.schema import OBJECTIVES, ORDERS, READERS, TF_INSTALL_HINT
+from experiments.config.validate.values import int_range
+
+
+def tf_available() -> bool:
+    """True when TensorFlow can be imported (without importing it: that takes seconds)."""
+    try:
+        return importlib.util.find_spec("tensorflow") is not None
+    except (ImportError, ValueError):  # ValueError: blocked in sys.modules
+        return False
+
+
+def check_run(problems: list[str], cfg: dict[str, Any]) -> dict[str, Any]:
+    """The PointSpec's ``reader``, ``repeat`` and ``seed``; ``objective`` and ``order`` are checked (they are
+    not part of a point)."""
+    if cfg.get("objective", OBJECTIVES[0]) not in OBJECTIVES:
+        problems.append(f"objective={cfg.get('objective')!r} is unknown: choose one of {', '.join(OBJECTIVES)}")
+    if cfg.get("order", "given") not in ORDERS:
+        problems.append(f"order={cfg.get('order')!r} is unknown: choose one of {', '.join(ORDERS)}")
+    reader = cfg.get("reader", "native")
+    if reader not in READERS:
+        problems.append(f"reader={reader!r} is unknown: choose one of {', '.join(READERS)}")
+    elif reader == "tf" and not tf_available():
+        problems.append(TF_INSTALL_HINT)
+    return {"reader": reader, "repeat": int_range(problems, "repeat", cfg["repeat"], 0),
+            "seed": int_range(problems, "seed", cfg["seed"], 0, 2**63 - 1)}

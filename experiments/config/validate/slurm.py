@@ -1,0 +1,30 @@
+"""The Slurm concern: the keys only a Slurm cluster has are left at their defaults on the local executor; the
+sbatch options and the vanish time (seconds) are valid."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddlio.shell import SBATCH_OPTION
+from experiments.config.point import SLURM_ONLY
+from experiments.config.schema import MAX_TIMEOUT_MIN, ClusterConf
+from experiments.config.validate.values import positive
+
+
+def check_slurm_only(problems: list[str], cl: dict[str, Any], executor: str) -> None:
+    """On the local executor, every key of SLURM_ONLY at ClusterConf's default."""
+    if executor != "local":
+        return
+    unset = ClusterConf()
+    problems += [f"cluster.{k}={cl[k]!r} applies to Slurm only (the local executor runs every point on this "
+                 "host): drop it, or use cluster=slurm" for k in SLURM_ONLY if cl[k] != getattr(unset, k)]
+
+
+def check_slurm(problems: list[str], cl: dict[str, Any]) -> None:
+    """``cluster.sbatch``'s options and ``cluster.vanish_after_s``."""
+    for k, v in cl["sbatch"].items():
+        if not SBATCH_OPTION.match(str(k)):
+            problems.append(f"cluster.sbatch: {k!r} is not an sbatch option name (e.g. exclusive, mem, mail_type)")
+        if isinstance(v, (dict, list)) or v is None:
+            problems.append(f"cluster.sbatch.{k} must be a single value (a string, number or true), not {v!r}")
+    positive(problems, "cluster.vanish_after_s", cl["vanish_after_s"], "seconds", MAX_TIMEOUT_MIN * 60)

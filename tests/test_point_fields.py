@@ -1,0 +1,240 @@
+"""A point's fields stated once: the five views of a point agree, field by field.
+
+The views: the Hydra confs (experiments/config/schema.py and each format's conf in experiments/formats), the frozen
+specs (experiments/config/point.py), the stored form (STORED_FORM), the fields validate builds the point from
+(``point_fields``), and the store's column map (ddlio.store). :data:`FIELDS` is the one table that states how a
+field is named in each view; a field added to one view and not to the others fails here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from pathlib import Path
+
+import pytest
+import yaml
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from conftest import ROOT
+from experiments.config import (
+    KEYLESS_DEFAULTS,
+    SLURM_ONLY,
+    STORED_FORM,
+    AccessConf,
+    ClusterConf,
+    DdlioConf,
+    FormatSpec,
+    LayoutSpec,
+    LocalCluster,
+    PointSpec,
+    SlurmCluster,
+    WorkloadConf,
+    WorkloadSpec,
+    register_configs,
+    validate,
+)
+from experiments.config.stored import DERIVED_KEYS
+from experiments.config.validate import point_fields
+from experiments.formats import FORMAT_CONFS, FORMATS
+
+register_configs()
+
+# The one table. Per field of a point:
+#   spec      the PointSpec field ("part.field"; part format/layout/workload, none for the point itself)
+#   conf      the composed key it is validated from ("group.field"; "format.*" the format's own options, "cluster.*"
+#             every ClusterConf key; None: not configured, derived while validating)
+#   stored    its key in the stored form (STORED_FORM)
+#   column    its column in the store's points table (None: only in points.config, the whole stored form)
+# spec                          conf                          stored                 column
+FIELDS: tuple[tuple[str, str | None, str, str | None], ...] = (
+    ("format.name",                 "format.name",                "format",              "format"),
+    ("format.options",              "format.*",                   "format_options",      "format_options"),
+    ("layout.access",               "access.name",                "access",              "access"),
+    ("layout.stripe_count",         "stripe",                     "stripe_count",        "stripe_count"),
+    ("layout.stripe_size",          "stripe_size",                "stripe_size",         "stripe_size"),
+    ("layout.fs_type",              None,                         "fs_type",             None),
+    ("layout.striping_applicable",  None,                         "striping_applicable", None),
+    ("nodes",                       "nodes",                      "nodes",               "nodes"),
+    ("ppn",                         "ppn",                        "ppn",                 "ppn"),
+    ("repeat",                      "repeat",                     "repeat",              "repeat"),
+    ("seed",                        "seed",                       "seed",                "seed"),
+    ("workload.samples",            "workload.samples",           "samples",             "samples"),
+    ("workload.sample_size",        "workload.sample_size",       "sample_size",         "sample_size"),
+    ("workload.sample_size_stdev",  "workload.sample_size_stdev", "sample_size_stdev",   "sample_size_stdev"),
+    ("workload.samples_per_file",   "workload.samples_per_file",  "samples_per_file",    "samples_per_file"),
+    ("workload.batch_size",         "workload.batch_size",        "batch_size",          "batch_size"),
+    ("workload.epochs",             "workload.epochs",            "epochs",              "epochs"),
+    ("workload.compute_time",       "workload.compute_time",      "compute_time",        "compute_time_s"),
+    ("workload.cache",              "workload.cache",             "cache",               "cache_policy"),
+    ("workload.name",               "workload.name",              "workload_name",       "workload"),
+    ("data_root",                   "data_root",                  "data_root",           "data_root"),
+    ("db",                          "db",                         "db",                  None),
+    ("cluster",                     "cluster.*",                  "cluster",             "cluster"),
+    ("force",                       "force",                      "force",               None),
+    ("overrides",                   None,                         "overrides",           None),
+    ("workload.payload",            "workload.payload",           "payload",             None),
+    ("workload.compute_time_stdev", "workload.compute_time_stdev", "compute_time_stdev", None),
+    ("workload.shuffle",            "workload.shuffle",           "shuffle",             None),
+    ("workload.drop_last",          "workload.drop_last",         "drop_last",           None),
+    ("workload.read_threads",       "workload.read_threads",      "read_threads",        None),
+    ("workload.prefetch",           "workload.prefetch",          "prefetch",            None),
+    ("workload.trace",              "workload.trace",             "trace",               None),
+    ("reader",                      "reader",                     "reader",              None),
+    ("workload.settle",             "workload.settle",            "settle",              None),
+    ("workload.flush_size",         "workload.flush_size",        "flush_size",          None),
+    ("workload.sample_shape",       "workload.sample_shape",      "sample_shape",        None),
+    ("workload.compute",            "workload.compute",           "compute",             None),
+    ("workload.compute_threads",    "workload.compute_threads",   "compute_threads",     None),
+)
+#: composed keys that are not fields of a point: how a sweep runs, not what a point measures (why)
+NOT_IN_POINT = {
+    "db_url_file": "replaces db while validating (the URL with its password stays in the driver)",
+    "wait": "how the driver waits for jobs", "dry_run": "whether anything is submitted",
+    "retry_failed": "which stored points run again", "order": "the order points run in",
+    "objective": "what a point returns to a sweeper (every objective is a stored total)",
+}
+#: the store's columns filled from the stored form's derived keys, or worked out by the store (None)
+DERIVED_COLUMNS = {"ranks": "ranks", "num_files": "num_files", "dataset_key": "dataset_key", "label": None}
+#: the groups of DdlioConf: each composed from conf/<group>/
+GROUPS = ("format", "access", "workload", "cluster")
+
+
+def _names(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def _column(name: str) -> str:
+    return {spec: column for spec, _, _, column in FIELDS}[name]
+
+
+def _composed(tmp_path: Path, *overrides: str) -> dict:
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("config", overrides=[f"data_root={tmp_path / 'd'}", f"db={tmp_path / 'r.db'}", *overrides])
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
+def _store_columns() -> dict[str, str | None]:
+    """The store's map of a point's columns to their stored keys (wherever the store keeps it)."""
+    for module in ("ddlio.store", "ddlio.store.writer", "ddlio.store.models"):
+        try:
+            mod = importlib.import_module(module)
+        except ImportError:
+            continue
+        if hasattr(mod, "_CONFIG_COLUMNS"):
+            return mod._CONFIG_COLUMNS
+    raise AssertionError("the store's column map (_CONFIG_COLUMNS) is not found in ddlio.store")
+
+
+def test_the_confs_mark_a_mandatory_value_as_omegaconf_does():
+    import omegaconf
+
+    from experiments.formats.base import MISSING
+
+    assert MISSING == omegaconf.MISSING
+    assert OmegaConf.is_missing(OmegaConf.structured(DdlioConf), "format")
+
+
+def test_the_table_names_each_field_once():
+    for i in range(4):
+        names = [row[i] for row in FIELDS if row[i] is not None]
+        assert len(names) == len(set(names)), f"view {i} of FIELDS names a field twice"
+
+
+def test_the_confs_hold_every_configured_field():
+    """Every composed key is a field of the point (FIELDS' conf view) or stated not to be one."""
+    conf: set[str] = set()
+    for name in _names(DdlioConf):
+        if name == "format":
+            conf |= {"format.name", "format.*"}
+        elif name == "cluster":
+            conf.add("cluster.*")
+        elif name in GROUPS:
+            group = {"access": AccessConf, "workload": WorkloadConf}[name]
+            conf |= {f"{name}.{f}" for f in _names(group)}
+        else:
+            conf.add(name)
+    table = {row[1] for row in FIELDS if row[1] is not None}
+    assert conf - set(NOT_IN_POINT) == table
+    assert set(NOT_IN_POINT) <= conf
+
+
+def test_the_specs_hold_every_field():
+    specs = {"format": FormatSpec, "layout": LayoutSpec, "workload": WorkloadSpec}
+    fields = {name for name in _names(PointSpec) if name not in specs}
+    fields |= {f"{part}.{name}" for part, cls in specs.items() for name in _names(cls)}
+    assert fields == {row[0] for row in FIELDS}
+
+
+def test_the_stored_form_holds_every_field_under_its_key():
+    stored = {(f"{part}.{name}" if part else name): key for key, part, name in STORED_FORM}
+    assert stored == {spec: key for spec, _, key, _ in FIELDS}
+    assert not set(DERIVED_KEYS) & set(stored.values())
+    defaults = {f.name: f.default for f in dataclasses.fields(WorkloadSpec)}
+    assert all(defaults[k] == v for k, v in KEYLESS_DEFAULTS.items()), "a keyless default is not the spec's"
+
+
+def test_validate_builds_every_field_explicitly(tmp_path):
+    """validate passes each spec every one of its fields (none is left to a dataclass default)."""
+    parts = point_fields(_composed(tmp_path, "workload=tiny"), tmp_path)
+    built = {(f"{part}.{name}" if part else name) for part, kwargs in parts.items() for name in kwargs}
+    assert built == {row[0] for row in FIELDS}
+
+
+def test_the_store_maps_its_columns_to_the_stored_keys():
+    columns = _store_columns()
+    stored = {column: key for _, _, key, column in FIELDS if column is not None}
+    assert set(columns) == set(stored) | set(DERIVED_COLUMNS)
+    for column, key in columns.items():
+        if column == "cluster":  # the store keeps the cluster's name (the stored key holds the whole cluster)
+            assert key is None
+        else:
+            assert key == {**stored, **DERIVED_COLUMNS}[column], column
+    from ddlio.store import Point
+
+    assert set(columns) <= set(Point.__table__.columns.keys())
+
+
+def test_the_cluster_views_agree(tmp_path):
+    """cluster.* : ClusterConf's keys are the fields of the two cluster specs (executor picks the class), with
+    ClusterConf's defaults, stored in ClusterConf's order."""
+    conf = _names(ClusterConf)
+    assert set(conf) - {"executor"} == set(_names(LocalCluster)) | set(_names(SlurmCluster))  # executor: the class
+    assert set(_names(LocalCluster)) <= set(_names(SlurmCluster))
+    assert tuple(n for n in _names(SlurmCluster) if n not in _names(LocalCluster)) == SLURM_ONLY
+    unset = ClusterConf()
+    for cls in (LocalCluster, SlurmCluster):
+        for f in dataclasses.fields(cls):
+            if f.default_factory is not dataclasses.MISSING:
+                assert f.default_factory() == getattr(unset, f.name), (cls.__name__, f.name)
+            elif f.default is not dataclasses.MISSING:
+                assert f.default == getattr(unset, f.name), (cls.__name__, f.name)
+    for executor in ("local", "slurm"):
+        p = validate(_composed(tmp_path, "workload=tiny", f"cluster={executor}"), tmp_path)
+        assert type(p.cluster).executor == executor
+        assert list(p.to_dict()["cluster"]) == conf
+        assert PointSpec.from_dict(p.to_dict()) == p
+    assert _column("cluster") == "cluster"
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_each_formats_conf_is_its_options(tmp_path, name):
+    """format.* : a format's conf (minus name) is the one schema of its options: validate keeps them in its order,
+    the stored form holds them (tests/test_config.py pins their bytes and keys), the keys' keyless defaults and read
+    options name only them, and conf/format/<name>.yaml sets each of them with its comment."""
+    fmt = FORMATS[name]
+    assert FORMAT_CONFS[name] is fmt.conf and fmt.conf().name == name
+    options = [n for n in _names(fmt.conf) if n != "name"]
+    shape = ["workload.sample_shape=[8,8,3]"] if "array" in fmt.layouts else []
+    p = validate(_composed(tmp_path, "workload=tiny", f"format={name}", *shape), tmp_path)
+    assert list(p.format.options) == options
+    assert list(p.to_dict()["format_options"]) == options
+    defaults = fmt.conf()
+    assert set(fmt.read_options) <= set(options)
+    for k, v in fmt.keyless_defaults.items():
+        assert k in options and getattr(defaults, k) == v, (name, k)
+    if fmt.layouts:
+        assert "layout" in options and defaults.layout == fmt.layouts[0]
+    group = yaml.safe_load((ROOT / "conf" / "format" / f"{name}.yaml").read_text())
+    assert list(group or {})[1:] == options, f"conf/format/{name}.yaml does not set every option, in the conf's order"
