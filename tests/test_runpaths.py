@@ -1,4 +1,4 @@
-"""The run folder's file names live in one place (experiments/runpaths.py); they are a contract with the run folders
+"""The run folder's file names live in one place (ddlio/runpaths.py); they are a contract with the run folders
 already on disk (``analysis ingest`` reads any ddlio version's), so they are pinned here, literally."""
 
 from __future__ import annotations
@@ -46,5 +46,5 @@ def test_no_other_module_spells_a_run_folder_file_name():
         for path in sorted((ROOT / pkg).rglob("*.py")):
             if path.name != "runpaths.py" and spelled.search(path.read_text()):
                 offenders.append(str(path.relative_to(ROOT)))
-    assert offenders == [], "run-folder file names belong in experiments/runpaths.py"
+    assert offenders == [], "run-folder file names belong in ddlio/runpaths.py"
     assert not spelled.search(Path(ROOT / "sweep.py").read_text())
