@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import shutil
 import sqlite3
@@ -20,7 +21,7 @@ from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
 from test_store import fake_result
 
-from conftest import ROOT, cli_env
+from conftest import cli_env
 from ddlio.store import SCHEMA_VERSION, Base, Store, StoreError, check_store, db_url, open_store_for_reading
 from helpers import point
 
@@ -250,12 +251,20 @@ READERS = {"summary": [], "status": [], "figures": ["--out", "figs"], "guideline
            "query": ["SELECT count(*) FROM points"], "export": ["--out", "points.csv"]}
 
 
+def _source(module: str) -> str:
+    """The source of a command's module, or of every module of its package."""
+    spec = importlib.util.find_spec(module)
+    if spec.submodule_search_locations:
+        return "\n".join(f.read_text() for d in spec.submodule_search_locations for f in sorted(Path(d).rglob("*.py")))
+    return Path(spec.origin).read_text()
+
+
 def test_every_command_but_the_writers_only_reads():
     from analysis.__main__ import COMMANDS, WRITERS
 
     assert sorted(READERS) == sorted(set(COMMANDS) - set(WRITERS))
     for name, (module, _) in COMMANDS.items():
-        text = (ROOT / (module.replace(".", "/") + ".py")).read_text()
+        text = _source(module)
         assert ("open_store_for_writing" in text) == (name in WRITERS), name
         assert "Store(" not in text, name  # a reader opens the store through open_store_for_reading only
 

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 
 from ddlio.env import PROJECT_DIR
 from ddlio.errors import LaunchError, StartTimeoutError, TimeLimitError
-
-#: the environment variable that names the file rank 0 creates once every rank is through MPI start-up
-STARTED_ENV = "DDLIO_STEP_STARTED"
+from ddlio.mpistep import STARTED_ENV, announce_started
+from experiments.config import resolve_command
 
 
 @dataclass
@@ -35,21 +34,8 @@ class StepResult:
     cause: str | None = None
 
 
-def announce_started(comm: object) -> None:
-    """In an MPI step's ranks, right after MPI start-up: wait until every rank is through it (a barrier), then
-    rank 0 creates the file :data:`STARTED_ENV` names, which tells :func:`run_step`'s watchdog that the step
-    started. Without the variable (a reproducer run by hand) only the barrier."""
-    comm.Barrier()  # type: ignore[attr-defined]
-    path = os.environ.get(STARTED_ENV)
-    if path and comm.rank == 0:  # type: ignore[attr-defined]
-        with open(path, "w") as f:
-            f.write(f"{time.time():.3f}\n")
-
-
 def launch_argv(launch: str, ranks: int, nodes: int, ppn: int, module: str, args: list[str]) -> list[str]:
     """The full command line of an MPI step: the launch line (placeholders filled) + this Python + ``-m module``."""
-    from experiments.config import resolve_command  # lazy: start-up of every MPI rank (the kernel imports mpirun)
-
     words = shlex.split(launch.format(ranks=ranks, nodes=nodes, ppn=ppn))
     if not words:
         raise LaunchError("cluster.launch is empty: give an MPI launch line such as 'mpiexec -n {ranks}'")
