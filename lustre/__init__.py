@@ -12,11 +12,12 @@ from lustre.registry import (
     describe,
     read_back,
     read_layout,
+    striping_applies,
     validate_request,
 )
 
 __all__ = [
     "BACKENDS", "PSEUDO_FS", "FsInfo", "Layout", "LayoutRecord", "StorageBackend", "apply_layout", "backend",
     "backend_for", "describe", "existing_ancestor", "fs_info", "is_lustre", "read_back", "read_layout",
-    "validate_request",
+    "striping_applies", "validate_request",
 ]

@@ -64,6 +64,8 @@ class StorageBackend(Protocol):
 
     #: the backend's name (the registry's key)
     name: ClassVar[str]
+    #: whether this file system stripes a file over storage targets (the stripe knobs apply here)
+    stripes: ClassVar[bool]
 
     def detect(self, path: str | os.PathLike) -> bool:
         """True when ``path`` (or its nearest existing ancestor) is on this kind of file system."""

@@ -127,6 +127,7 @@ class LustreBackend:
     """Lustre (see the module's docstring): :class:`lustre.base.StorageBackend`."""
 
     name: ClassVar[str] = "lustre"
+    stripes: ClassVar[bool] = True
 
     def detect(self, path: str | os.PathLike) -> bool:
         return fs_info(path).is_lustre

@@ -15,6 +15,7 @@ class PosixBackend:
     """No striping: :class:`lustre.base.StorageBackend` for every file system the registry has no entry for."""
 
     name: ClassVar[str] = "posix"
+    stripes: ClassVar[bool] = False
 
     def detect(self, path: str | os.PathLike) -> bool:
         return True  # the fallback: any file system that holds data

@@ -50,6 +50,12 @@ def backend_for(path: str | os.PathLike) -> StorageBackend:
     return chosen if chosen.detect(path) else backend(FALLBACK)
 
 
+def striping_applies(path: str | os.PathLike) -> bool:
+    """Whether the file system holding ``path`` (or its nearest existing ancestor) stripes files: its backend
+    applies the stripe knobs."""
+    return backend_for(path).stripes
+
+
 def validate_request(request: Layout, fs_type: str | None = None) -> list[str]:
     """Every reason ``request`` cannot be applied on ``fs_type`` (default: by :data:`DEFAULT_STRIPING`'s rules)."""
     return backend(fs_type or DEFAULT_STRIPING).validate(request)

@@ -149,3 +149,33 @@ def test_one_answer_to_is_this_lustre(tmp_path):
     named = FsInfo("/x", "lustre", 0xEF53, "/x", "lustre", "", 1, 1)  # a mount table's name is not the test
     assert not named.is_lustre
     assert FsInfo("/x", "lustre", LUSTRE_MAGIC, "/x", "lustre", "", 1, 1).is_lustre
+
+
+class StripingStub:
+    """A stand-in backend for the registry test below (no real file system behind it): it claims the test's
+    tmp_path file system and says it stripes."""
+
+    name = "stub"
+    stripes = True
+
+    def detect(self, path):
+        return True
+
+    def validate(self, request):
+        return [] if request.stripe_count <= 4 else ["stripe: at most 4 on the stub"]
+
+
+def test_a_new_backend_is_a_registry_line(tmp_path, monkeypatch):
+    """What a file system's type maps to is the registry's alone: registering a striping backend for this
+    tmp_path's type makes striping apply there, for the point's validation too, with no other change."""
+    from experiments.config.validate.layout import check_file_system
+    from lustre import registry, striping_applies
+
+    kind = fs_info(tmp_path).type
+    assert not striping_applies(tmp_path)
+    monkeypatch.setitem(registry.BACKENDS, kind, "test_lustre:StripingStub")
+    monkeypatch.setattr(registry, "_loaded", {})
+    assert striping_applies(tmp_path)
+    assert registry.backend_for(tmp_path).name == "stub"
+    assert check_file_system([], tmp_path, 4, 1024)["striping_applicable"] is True
+    assert registry.validate_request(Layout(8, 0), kind) == ["stripe: at most 4 on the stub"]

@@ -51,7 +51,7 @@ class LayoutSpec:
     stripe_size: int
     # the file system at data_root when the point was validated (lustre.fs.fs_info(...).type)
     fs_type: str = "unknown"
-    # whether striping is applied there: the file system is Lustre (lustre.fs.FsInfo.is_lustre)
+    # whether striping is applied there: the storage backend of its file system stripes (lustre.striping_applies)
     striping_applicable: bool = False
 
 

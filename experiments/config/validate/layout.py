@@ -1,4 +1,4 @@
-"""The layout concern: how the ranks share the dataset (``access``), its Lustre striping, and the file system at
+"""The layout concern: how the ranks share the dataset (``access``), its striping, and the file system at
 data_root (its type, whether striping applies there, whether the dataset fits). Sizes in bytes."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 from ddlio.units import format_size, parse_size
 from experiments.config.schema import ACCESS_MODES
 from experiments.config.validate.values import choice
-from lustre import Layout, fs_info
+from lustre import Layout, fs_info, striping_applies
 
 
 def check_access(problems: list[str], cfg: dict[str, Any]) -> str:
@@ -45,4 +45,4 @@ def check_file_system(problems: list[str], data_root: Path, samples: Any, sample
             f"than the whole file system at data_root ({format_size(fs.total_bytes)} on {fs.mount_point}): "
             "lower workload.samples or workload.sample_size"
         )
-    return {"fs_type": fs.type, "striping_applicable": fs.is_lustre}
+    return {"fs_type": fs.type, "striping_applicable": striping_applies(data_root)}
