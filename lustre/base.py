@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from lustre import registry
+from lustre.fs import FsInfo
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,9 @@ class StorageBackend(Protocol):
     #: whether this file system stripes a file over storage targets (the stripe knobs apply here)
     stripes: ClassVar[bool]
 
-    def detect(self, path: str | os.PathLike) -> bool:
-        """True when ``path`` (or its nearest existing ancestor) is on this kind of file system."""
+    def detect(self, info: FsInfo) -> bool:
+        """True when the file system these facts describe (statfs and the mount table, read once by
+        :func:`lustre.fs.fs_info`; ``info.path`` is the path asked about) is this kind of file system."""
         ...
 
     def validate(self, request: Layout) -> list[str]:

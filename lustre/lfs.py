@@ -18,7 +18,7 @@ import yaml
 
 from ddlio.errors import LayoutError
 from lustre.base import Layout, LayoutRecord
-from lustre.fs import fs_info
+from lustre.fs import FsInfo, fs_info
 
 #: Lustre's limits on a plain layout: stripe size is a multiple of 64 KiB below 4 GiB; stripe count up to 2000.
 STRIPE_SIZE_UNIT = 64 * 1024
@@ -129,8 +129,8 @@ class LustreBackend:
     name: ClassVar[str] = "lustre"
     stripes: ClassVar[bool] = True
 
-    def detect(self, path: str | os.PathLike) -> bool:
-        return fs_info(path).is_lustre
+    def detect(self, info: FsInfo) -> bool:
+        return info.is_lustre
 
     def validate(self, request: Layout) -> list[str]:
         return layout_problems(request)

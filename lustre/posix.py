@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from lustre.base import Layout, LayoutRecord
-from lustre.fs import fs_info
+from lustre.fs import FsInfo, fs_info
 
 
 class PosixBackend:
@@ -17,7 +17,7 @@ class PosixBackend:
     name: ClassVar[str] = "posix"
     stripes: ClassVar[bool] = False
 
-    def detect(self, path: str | os.PathLike) -> bool:
+    def detect(self, info: FsInfo) -> bool:
         return True  # the fallback: any file system that holds data
 
     def validate(self, request: Layout) -> list[str]:

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lustre.fs import fs_info
+from lustre.fs import FsInfo, fs_info
 
 if TYPE_CHECKING:
     from lustre.base import Layout, LayoutRecord, StorageBackend
@@ -43,17 +43,22 @@ def backend(name: str) -> StorageBackend:
     return _loaded[key]
 
 
+def backend_of(info: FsInfo) -> StorageBackend:
+    """The backend of the file system ``info`` describes: the one registered for its type if that backend detects
+    it, else the POSIX backend."""
+    chosen = backend(info.type)
+    return chosen if chosen.detect(info) else backend(FALLBACK)
+
+
 def backend_for(path: str | os.PathLike) -> StorageBackend:
-    """The backend of the file system holding ``path`` (or its nearest existing ancestor): the one registered for
-    its type if that backend detects it there, else the POSIX backend."""
-    chosen = backend(fs_info(path).type)
-    return chosen if chosen.detect(path) else backend(FALLBACK)
+    """The backend of the file system holding ``path`` (or its nearest existing ancestor)."""
+    return backend_of(fs_info(path))
 
 
-def striping_applies(path: str | os.PathLike) -> bool:
-    """Whether the file system holding ``path`` (or its nearest existing ancestor) stripes files: its backend
+def striping_applies(where: str | os.PathLike | FsInfo) -> bool:
+    """Whether the file system holding a path (or described by facts already read) stripes files: its backend
     applies the stripe knobs."""
-    return backend_for(path).stripes
+    return (backend_of(where) if isinstance(where, FsInfo) else backend_for(where)).stripes
 
 
 def validate_request(request: Layout, fs_type: str | None = None) -> list[str]:

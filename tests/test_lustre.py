@@ -158,7 +158,7 @@ class StripingStub:
     name = "stub"
     stripes = True
 
-    def detect(self, path):
+    def detect(self, info):
         return True
 
     def validate(self, request):

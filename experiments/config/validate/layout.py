@@ -45,4 +45,4 @@ def check_file_system(problems: list[str], data_root: Path, samples: Any, sample
             f"than the whole file system at data_root ({format_size(fs.total_bytes)} on {fs.mount_point}): "
             "lower workload.samples or workload.sample_size"
         )
-    return {"fs_type": fs.type, "striping_applicable": striping_applies(data_root)}
+    return {"fs_type": fs.type, "striping_applicable": striping_applies(fs)}
