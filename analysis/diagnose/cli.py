@@ -51,6 +51,13 @@ def collect(store: StoreReader, where: str | None = None, t: Thresholds | None =
     return [diagnose_subject(s, t) for s in [*subjects, *observed]]
 
 
+def report_section(store: StoreReader, where: str | None = None) -> str:
+    """The report's diagnosis section (HTML), with the default thresholds."""
+    from analysis.diagnose.render import to_html_section  # lazy: output formats
+
+    return to_html_section(collect(store, where))
+
+
 def from_logs(logs: list[str], t: Thresholds) -> list[Diagnosis]:
     """The diagnoses of Darshan logs read directly (nothing stored)."""
     import hashlib

@@ -72,9 +72,8 @@ def to_text(diags: list[Diagnosis], show_ok: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-_CLASS = {"high": "high", "warn": "warn", "info": "info", "ok": "ok"}
-CSS = (".dx-high{background:#fbe3e3}.dx-warn{background:#fdf0dd}.dx-info{background:#eef6ff}"
-       ".dx-ok{background:#e3f4e1}")
+#: row colour per level (inline: the section sits in the report's page, which has its own stylesheet)
+_BG = {"high": "#fbe3e3", "warn": "#fdf0dd", "info": "#eef6ff", "ok": "#e3f4e1"}
 
 
 def to_html_section(diags: list[Diagnosis]) -> str:
@@ -92,15 +91,15 @@ def to_html_section(diags: list[Diagnosis]) -> str:
         ok = len(d.findings) - len(shown)
         for f in sorted(shown, key=lambda f: -f.level):
             body.append(
-                f"<tr class='dx-{_CLASS[str(f.level)]}'><td>{html.escape(d.subject.label)}</td>"
+                f"<tr style='background:{_BG[str(f.level)]}'><td>{html.escape(d.subject.label)}</td>"
                 f"<td>{f.level}</td><td>{html.escape(f.code)}</td><td>{html.escape(f.message)}</td>"
                 f"<td class='num'>{_num(f.value)} / {_num(f.threshold)}</td>"
                 f"<td>{'<br>'.join(html.escape(e) for e in f.evidence)}</td>"
                 f"<td><code>{html.escape(' '.join(f.fix))}</code></td>"
                 f"<td><code>{html.escape(f.snippet)}</code></td></tr>")
-        body.append(f"<tr class='dx-ok'><td>{html.escape(d.subject.label)}</td><td>ok</td>"
+        body.append(f"<tr style='background:{_BG['ok']}'><td>{html.escape(d.subject.label)}</td><td>ok</td>"
                     f"<td colspan='6'>{ok} finding(s) quiet</td></tr>")
-    return "".join(parts) + f"<style>{CSS}</style><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}" \
+    return "".join(parts) + f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}" \
                             "</tbody></table>"
 
 
