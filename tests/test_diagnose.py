@@ -96,7 +96,8 @@ SYNTH: list[tuple[str, str, dict, dict]] = [
     ("shared-small-reads", "high",
      {"totals": {"posix_reads": 5000, "posix_size_hist": [0, 0, 5000, 0, 0, 0, 0, 0, 0, 0]}},
      {"totals": {"posix_reads": 5000, "posix_size_hist": [0, 0, 0, 0, 0, 5000, 0, 0, 0, 0]}}),
-    ("misaligned", "high", {"layout": lustre(1)}, {"layout": lustre(1, 65536), "point": {"sample_size": 65536}}),
+    ("misaligned", "high", {"layout": lustre(1), "point": {"sample_size": 3072}},
+     {"layout": lustre(1, 65536), "point": {"sample_size": 65536}}),
     ("readahead", "warn", {"totals": {"os_read_bytes": 10_000_000}}, {}),
     ("random-reads", "info", {}, {"point": {"shuffle": "none"}}),
     ("straggler-time", "warn", {"ranks": [{"io_time_s": 1.0}, {"io_time_s": 0.4}]},
@@ -139,11 +140,18 @@ def test_what_the_findings_recommend_is_in_ddlios_terms(real, synthetic):
     au = synthetic[f"synthetic{2 * i('au-low'):04d}"]["au-low"]
     assert au.counted["bound"] == "reads" and "workload.read_threads=4" in au.fix
     mis = synthetic[f"synthetic{2 * i('misaligned'):04d}"]["misaligned"]
-    reads = real["template"]["totals"]["posix_reads"]  # 16 KiB samples end to end: 1 in 64 starts on a MiB
-    assert mis.counted == {"misaligned": round(reads * (1 - 16384 / 1048576)), "total": reads}
-    assert "format.alignment=1048576" in mis.fix and any(f.startswith("stripe_size=") for f in mis.fix)
+    reads = real["template"]["totals"]["posix_reads"]  # 3 KiB samples end to end: 1 in 1024 starts on a MiB
+    assert mis.counted == {"misaligned": round(reads * (1 - 1024 / 1048576)), "total": reads}
+    # 1.125 MiB: a multiple of 3072 and of 64 KiB, so no sample crosses a stripe
+    assert mis.fix == ["stripe_size=1179648", "format.alignment=1048576"] and "lfs setstripe" in mis.snippet
     strag = synthetic[f"synthetic{2 * i('straggler-time'):04d}"]["straggler-time"]
     assert "rank 0" in strag.evidence[0] and "epoch 0" in strag.evidence[0]
+
+
+def test_samples_inside_one_stripe_start_off_its_boundary_but_are_only_info(real, tmp_path):
+    rec = variant(real["template"], 901, layout=lustre(1))  # 16 KiB samples, 1 MiB stripes: 1 in 64 aligned
+    f = findings_of(store_variants(tmp_path, [rec]))["synthetic0901"]["misaligned"]
+    assert f.level == Level.INFO and f.value > 0.9 and not f.fix and "none crosses" in f.message
 
 
 def test_a_shared_file_read_by_many_ranks_over_one_stripe_is_striped_too_narrow(real, tmp_path):
