@@ -33,11 +33,12 @@ def test_imported_logs_are_diagnosed_from_the_store_with_the_reproducing_sweep(t
     ior = {f["code"]: f for f in data["ior"]["findings"]}
     assert ior["misaligned"]["level"] == "high" and ior["misaligned"]["drishti"] == "P08"
     assert ior["straggler-time"]["counted"] == {"files": 1}
-    assert any("import-darshan" in e and "--workload-out" in e and "python sweep.py workload=" in e
-               for e in ior["misaligned"]["evidence"])
+    repro = data["ior"]["reproduce"]
+    assert "import-darshan" in repro and "--workload-out conf/workload/" in repro
+    assert "python sweep.py workload=" in repro
     assert analysis_main(["diagnose", "--db", db, "--where", "ranks == 16"]) == 0
     text = capsys.readouterr().out
-    assert "macsio" in text and "ior job" not in text
+    assert "macsio" in text and "ior job" not in text and "measure the fix before you change your job" in text
 
 
 def test_a_run_imported_before_the_counts_were_kept_is_read_again_from_its_log(tmp_path, capsys):

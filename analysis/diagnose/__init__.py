@@ -35,13 +35,14 @@ class Diagnosis:
     def worst(self) -> Level:
         return max((f.level for f in self.findings), default=Level.OK)
 
+    @property
+    def reproduce(self) -> str:
+        """Observed runs with a finding at warn or above: the commands that emulate the run as a ddlio sweep, to
+        measure a fix before changing the job ("" otherwise)."""
+        return self.subject.repro if self.worst >= Level.WARN else ""
+
 
 def diagnose_subject(s: Subject, t: Thresholds | None = None) -> Diagnosis:
     """Every finding that applies to ``s``, with the thresholds ``t`` (default: :class:`Thresholds`)."""
     t = t or Thresholds()
-    found = [f for fn in ALL_FINDINGS if (f := fn(s, t)) is not None]
-    if s.kind == "observed" and s.repro:
-        for f in found:
-            if f.level >= Level.WARN:
-                f.evidence.append(f"measure the fix before you change your job: {s.repro}")
-    return Diagnosis(s, found)
+    return Diagnosis(s, [f for fn in ALL_FINDINGS if (f := fn(s, t)) is not None])

@@ -34,7 +34,7 @@ def rows(diags: list[Diagnosis]) -> list[dict[str, Any]]:
 
 def to_json(diags: list[Diagnosis]) -> str:
     return json.dumps([{"kind": d.subject.kind, "subject": d.subject.key, "label": d.subject.label,
-                        "points": d.subject.points, "worst": str(d.worst),
+                        "points": d.subject.points, "worst": str(d.worst), "reproduce": d.reproduce,
                         "findings": [{**f.as_dict(), "drishti": DRISHTI.get(f.code)} for f in d.findings]}
                        for d in diags], indent=2, default=str) + "\n"
 
@@ -58,6 +58,8 @@ def to_text(diags: list[Diagnosis], show_ok: bool = False) -> str:
         what = f"{len(s.points)} point(s)" if s.kind == "configuration" else "observed run"
         lines.append(f"== {s.label}  [{s.key}, {what}]  worst: {d.worst}")
         quiet = [f for f in d.findings if f.level == Level.OK]
+        if not d.findings:
+            lines.append("  nothing to judge: no finding applies to what was stored (e.g. a log without POSIX records)")
         for f in sorted(d.findings, key=lambda f: -f.level):
             if f.level == Level.OK and not show_ok:
                 continue
@@ -69,6 +71,8 @@ def to_text(diags: list[Diagnosis], show_ok: bool = False) -> str:
             lines += [f"       outside ddlio: {line}" for line in f.snippet.splitlines()]
         if quiet and not show_ok:
             lines.append(f"  ok   {', '.join(f.code for f in quiet)}")
+        if d.reproduce:
+            lines.append(f"  measure the fix before you change your job: {d.reproduce}")
     return "\n".join(lines) + "\n"
 
 
@@ -99,6 +103,9 @@ def to_html_section(diags: list[Diagnosis]) -> str:
                 f"<td><code>{html.escape(f.snippet)}</code></td></tr>")
         body.append(f"<tr style='background:{_BG['ok']}'><td>{html.escape(d.subject.label)}</td><td>ok</td>"
                     f"<td colspan='6'>{ok} finding(s) quiet</td></tr>")
+        if d.reproduce:
+            body.append(f"<tr><td>{html.escape(d.subject.label)}</td><td></td><td colspan='6'>measure the fix "
+                        f"before you change your job: <code>{html.escape(d.reproduce)}</code></td></tr>")
     return "".join(parts) + f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}" \
                             "</tbody></table>"
 
