@@ -21,6 +21,8 @@ from ddlio.store import Epoch, Point, StoreReader
 
 #: stored config fields that are not part of a configuration (bookkeeping, or the repetition index)
 _NOT_IDENTITY = ("repeat", "point_key", "db", "force", "overrides", "order")
+#: the formats a ddlio sweep can emulate an observed run's files with
+_FORMATS = ("hdf5", "tfrecord", "npz", "npy", "bin", "jpeg", "png")
 
 
 def configuration_key(config: dict[str, Any]) -> str:
@@ -119,9 +121,10 @@ def observed_subject(key: str, label: str, rec: dict[str, Any]) -> Subject:
     bytes_read = d.get("bytes_read", rec.get("posix_bytes_read"))
     stripe = d.get("lustre_stripe_count")
     name = f"observed-{key.removeprefix('darshan-')[:8]}"
+    fmt = rec.get("format") if rec.get("format") in _FORMATS else "bin"  # as import-darshan's preset suggests
     repro = (f"python -m analysis import-darshan {rec.get('log', 'LOG')} --workload-out conf/workload/{name}.yaml"
-             f" && python sweep.py workload={name} access={rec.get('access', 'shared')}") if rec.get("posix_reads") \
-        else ""
+             f" && python sweep.py workload={name} access={rec.get('access', 'shared')} format={fmt}") \
+        if rec.get("posix_reads") else ""
     return Subject(
         kind="observed", key=key, label=label, points=[key], ranks=int(rec.get("ranks") or 0),
         access=rec.get("access", ""), format=rec.get("format", ""), shuffle="unknown",
