@@ -72,3 +72,11 @@ def test_observed_only_findings_fire_and_stay_quiet(code, loud, quiet):
     calm = {f.code: f for f in diagnose_subject(observed_subject("darshan-y", "y", synthetic(**quiet))).findings}
     assert fired[code].level >= Level.WARN and calm[code].level == Level.OK
     assert fired[code].value > fired[code].threshold >= calm[code].value
+
+
+def test_a_log_that_is_not_one_is_bad_input(tmp_path, capsys):
+    bad = tmp_path / "notes.darshan"
+    bad.write_text("not a log")
+    assert analysis_main(["diagnose", "--log", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "is not a readable Darshan log" in err and len(err.strip().splitlines()) == 1

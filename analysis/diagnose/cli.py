@@ -10,7 +10,9 @@ input).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
+from pathlib import Path
 
 from analysis.diagnose import Diagnosis, diagnose_subject
 from analysis.diagnose.model import Level
@@ -60,9 +62,6 @@ def report_section(store: StoreReader, where: str | None = None) -> str:
 
 def from_logs(logs: list[str], t: Thresholds) -> list[Diagnosis]:
     """The diagnoses of Darshan logs read directly (nothing stored)."""
-    import hashlib
-    from pathlib import Path
-
     from analysis.darshan_log import read_log  # lazy: pydarshan, only with --log
     from analysis.diagnose.sources import observed_subject  # lazy: with the store's sources
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from typing import Any
 
 from sqlalchemy import select
@@ -170,12 +171,9 @@ def observed_subjects(store: StoreReader) -> list[Subject]:
     out = []
     for r in rows:
         rec = dict(_json(r.result) or {})
-        if "diagnose" not in rec and rec.get("posix_reads") and r.run_dir:
-            import os
+        if "diagnose" not in rec and rec.get("posix_reads") and r.run_dir and os.path.isfile(r.run_dir):
+            from analysis.diagnose.darshan import log_counters  # lazy: pydarshan, only for older imports
 
-            if os.path.isfile(r.run_dir):
-                from analysis.diagnose.darshan import log_counters  # lazy: pydarshan, only for older imports
-
-                rec["diagnose"] = log_counters(r.run_dir)
+            rec["diagnose"] = log_counters(r.run_dir)
         out.append(observed_subject(r.point_key, r.label, rec))
     return out
