@@ -248,7 +248,7 @@ def test_a_store_from_before_versions_is_version_1_read_as_is_and_upgraded_by_a_
 
 #: every command that only reads the store, with the arguments it needs (its outputs under the test's tmp_path)
 READERS = {"summary": [], "status": [], "figures": ["--out", "figs"], "guidelines": [], "report": ["--out", "r.html"],
-           "query": ["SELECT count(*) FROM points"], "export": ["--out", "points.csv"]}
+           "query": ["SELECT count(*) FROM points"], "export": ["--out", "points.csv"], "diagnose": []}
 
 
 def _source(module: str) -> str:
