@@ -51,6 +51,8 @@ def setstripe_args(request: Layout) -> list[str]:
     args = ["-c", str(request.stripe_count)]
     if request.stripe_size:
         args += ["-S", str(request.stripe_size)]
+    if request.pool:
+        args += ["-p", request.pool]
     return args
 
 
@@ -128,11 +130,12 @@ class LustreBackend:
 
     name: ClassVar[str] = "lustre"
     stripes: ClassVar[bool] = True
+    knobs: ClassVar[frozenset[str]] = frozenset({"pool"})
 
     def detect(self, info: FsInfo) -> bool:
         return info.is_lustre
 
-    def validate(self, request: Layout) -> list[str]:
+    def validate(self, request: Layout, where: str | os.PathLike | None = None) -> list[str]:
         return layout_problems(request)
 
     def apply(self, directory: str | os.PathLike, request: Layout) -> LayoutRecord:
