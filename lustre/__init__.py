@@ -11,6 +11,7 @@ from lustre.registry import (
     backend_for,
     backend_of,
     describe,
+    drop_client_cache,
     read_back,
     read_layout,
     striping_applies,
@@ -20,6 +21,6 @@ from lustre.registry import (
 
 __all__ = [
     "BACKENDS", "PSEUDO_FS", "FsInfo", "Layout", "LayoutRecord", "StorageBackend", "apply_layout", "backend",
-    "backend_for", "backend_of", "describe", "existing_ancestor", "fs_info", "is_lustre", "read_back", "read_layout",
-    "striping_applies", "validate_at", "validate_request",
+    "backend_for", "backend_of", "describe", "drop_client_cache", "existing_ancestor", "fs_info", "is_lustre",
+    "read_back", "read_layout", "striping_applies", "validate_at", "validate_request",
 ]

@@ -219,5 +219,109 @@ class CephBackend:
             else:
                 lay["targets"] = [osds[o] for o in wanted[name]]
 
+    def drop_client_cache(self, files: list[Path], info: FsInfo) -> dict[str, Any]:
+        """cache=cold: empty ceph-fuse's object cache (:func:`empty_client_cache`); the page cache is the
+        caller's."""
+        return empty_client_cache(files, info.mount_point, info.mount_type)
+
     def describe(self, request: Layout) -> str:
         return f"{request.stripe_count}OST"
+
+
+# ------------------------------------------------------------------ ceph-fuse's own cache (cache=cold)
+#: bytes of data buffers ceph-fuse may still hold after a drop for the read to count cold
+CLIENT_CACHE_TOLERANCE = 1 << 20
+#: the object-cache size a drop shrinks ceph-fuse to for an instant (the cache trims to it at the next read)
+_TINY_CACHE = 65536
+
+
+def admin_command(sock: str | os.PathLike, **cmd: Any) -> Any:
+    """One command on a Ceph daemon's admin socket (the protocol of ``ceph daemon``: the JSON command and a NUL,
+    answered by a 4-byte big-endian length and the JSON reply)."""
+    import json  # lazy: stdlib, only where a socket is asked
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(10)
+        s.connect(str(sock))
+        s.sendall(json.dumps(cmd).encode() + b"\0")
+        head = b""
+        while len(head) < 4:
+            chunk = s.recv(4 - len(head))
+            if not chunk:
+                raise OSError(f"{sock}: closed before answering")
+            head += chunk
+        size, body = struct.unpack(">I", head)[0], b""
+        while len(body) < size:
+            chunk = s.recv(size - len(body))
+            if not chunk:
+                raise OSError(f"{sock}: answer cut short")
+            body += chunk
+    return json.loads(body or b"null")
+
+
+def _socket_dirs() -> list[Path]:
+    dirs = [Path("/var/run/ceph"), Path("/run/ceph")]
+    exe = shutil.which("ceph-conf")
+    if exe:
+        try:
+            proc = subprocess.run([exe, "--show-config-value", "run_dir"], capture_output=True, text=True,
+                                  timeout=10, check=False)
+            if proc.returncode == 0 and proc.stdout.strip():
+                dirs.insert(0, Path(proc.stdout.strip()))
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return dirs
+
+
+def client_socket(mount_point: str) -> Path | None:
+    """The admin socket of the ceph-fuse serving ``mount_point`` (``$DDLIO_CEPH_ASOK``, else the client sockets in
+    ceph.conf's run dir and /var/run/ceph whose ``status`` names that mount point), or None."""
+    if os.environ.get("DDLIO_CEPH_ASOK"):
+        return Path(os.environ["DDLIO_CEPH_ASOK"])
+    for d in _socket_dirs():
+        for sock in sorted(d.glob("*client*.asok")) if d.is_dir() else []:
+            try:
+                if admin_command(sock, prefix="status").get("metadata", {}).get("mount_point") == mount_point:
+                    return sock
+            except (OSError, ValueError, AttributeError):
+                continue
+    return None
+
+
+def _buffered_bytes(sock: Path) -> int:
+    pools = admin_command(sock, prefix="dump_mempools")["mempool"]["by_pool"]
+    return int(pools.get("buffer_anon", {}).get("bytes", 0))
+
+
+def empty_client_cache(files: list[Path], mount_point: str, mount_type: str) -> dict[str, Any]:
+    """Empty ceph-fuse's own object cache (``client_oc``, 200 MiB by default, kept after the kernel's pages are
+    evicted) and measure what is left: through its admin socket, shrink the cache to 64 KiB, read one byte of a
+    dataset file (the cache trims at the next read), restore the size, then read the bytes of data buffers it
+    still holds (``dump_mempools``: ``buffer_anon``). The kernel client keeps file data in the page cache only:
+    nothing to do. ``{"client_cache_bytes": N}``, or ``{"error": ...}`` when it cannot be done or verified."""
+    if mount_type != "fuse.ceph-fuse" or not files:
+        return {}
+    sock = client_socket(mount_point)
+    if sock is None:
+        return {"error": f"ceph-fuse's object cache could not be emptied: no admin socket of the client mounted "
+                         f"at {mount_point} (set DDLIO_CEPH_ASOK to its path)"}
+    try:
+        size = admin_command(sock, prefix="config get", var="client_oc_size")["client_oc_size"]
+        admin_command(sock, prefix="config set", var="client_oc_size", val=[str(_TINY_CACHE)])
+        try:
+            with open(files[0], "rb", buffering=0) as f:
+                # the kernel's pages go first, so the read reaches ceph-fuse (and trims its cache)
+                os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+                f.read(1)
+                os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            admin_command(sock, prefix="config set", var="client_oc_size", val=[str(size)])
+        left = _buffered_bytes(sock)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return {"error": f"ceph-fuse's object cache could not be emptied through {sock}: {e}"}
+    if left > CLIENT_CACHE_TOLERANCE:
+        return {"client_cache_bytes": left,
+                "error": f"ceph-fuse still holds {format_size(left)} of data after its cache was emptied"}
+    return {"client_cache_bytes": left}

@@ -120,3 +120,14 @@ def read_layout(record: LayoutRecord, files: list[str | os.PathLike]) -> LayoutR
 def read_back(file: str | os.PathLike) -> dict[str, Any]:
     """The layout one file really got, by the backend of its file system."""
     return backend_for(file).read_back(file)
+
+
+def drop_client_cache(files: list[Path]) -> dict[str, Any]:
+    """cache=cold, beyond the kernel's page cache: empty the caches the file system's client keeps of its own
+    (ceph-fuse's object cache), by the backend of the files' file system; what is left (``client_cache_bytes``)
+    or an ``error`` when it could not be done. {} where the client keeps none."""
+    if not files:
+        return {}
+    info = fs_info(files[0])
+    drop = getattr(backend_of(info), "drop_client_cache", None)
+    return drop(files, info) if drop is not None else {}
