@@ -20,7 +20,8 @@
 # Env: CEPHFS_BASE (default ${TMPDIR:-/tmp}/ddlio-cephfs-ci), CEPHFS_NOSD=8, CEPHFS_OSD_SIZE=4G,
 #      CEPHFS_OSD_READ_MIBS=24 (read cap per OSD, MiB/s, 0 = none), CEPHFS_OSD_WRITE_MIBS=0,
 #      CEPHFS_MAX_OBJECT=128M (osd max object size: a layout's object_size may not exceed it; a larger one crashes
-#      ceph-fuse, and it cannot be raised after start). Ports: mon 3300 (msgr v2), daemons 7100-7300.
+#      ceph-fuse, and it cannot be raised after start), CEPHFS_OSD_READ_CACHE=0 (1: BlueStore caches what it reads,
+#      Ceph's default; 0: every read reaches a capped device). Ports: mon 3300 (msgr v2), daemons 7100-7300.
 #      Clients: export CEPH_CONF=$CEPHFS_BASE/ceph.conf. Needs root, /dev/fuse, loop devices, cgroup blkio/io.
 set -euo pipefail
 
@@ -30,6 +31,7 @@ OSD_SIZE=${CEPHFS_OSD_SIZE:-4G}
 READ_MIBS=${CEPHFS_OSD_READ_MIBS:-24}
 WRITE_MIBS=${CEPHFS_OSD_WRITE_MIBS:-0}
 MAX_OBJECT=${CEPHFS_MAX_OBJECT:-128M}
+READ_CACHE=${CEPHFS_OSD_READ_CACHE:-0}
 MON_PORT=3300
 FSNAME=cephfs
 DATA_POOL=cephfs_data
@@ -364,6 +366,11 @@ do_start() {
     create_cluster
   fi
   mount_fs
+  # the OSDs keep no read cache of their own (BlueStore caches what it reads by default): every read of a client
+  # whose own caches are empty reaches a capped device, as the stripe measurements need (CEPHFS_OSD_READ_CACHE=1:
+  # Ceph's default)
+  timeout 30 ceph config set osd bluestore_default_buffered_read "$([ "$READ_CACHE" = 1 ] && echo true || echo false)" \
+    || log "could not set bluestore_default_buffered_read"
   wait_for 180 sh -c 'timeout 5 ceph health | grep -q HEALTH_OK' || log "health: $(timeout 5 ceph health 2>&1)"
   log "up in $((SECONDS - t0)) s: $NOSD OSDs, reads capped at $READ_MIBS MiB/s each, mounted at $MNT"
 }
