@@ -192,3 +192,22 @@ def test_cold_empties_ceph_fuses_own_cache(cdir, ceph_env, monkeypatch):
     with open(f, "rb", buffering=0) as fh:
         assert len(fh.read()) == 4 << 20
     assert from_osds() - before >= 4 << 20  # every byte came from the OSDs again
+
+
+@pytest.mark.slurm
+def test_paper_scaling_runs_on_the_slurm_cluster_over_cephfs(slurm_cluster, cdir, tmp_path, sweep, ceph_env):
+    """+experiment=paper_scaling on the project's Slurm cluster (nodes n1, n2 on this host share the mount), nodes
+    1-2 with the stripe count equal to the node count, as the paper does; a tiny workload, one repetition."""
+    db = tmp_path / "r.db"
+    p = sweep("-m", "+experiment=paper_scaling", "nodes=1,2", "~hydra.sweeper.params.stripe", "stripe=${nodes}",
+              "repeat=0", "format=hdf5", "workload.samples=256", "workload.sample_size=16KiB",
+              "workload.samples_per_file=64", "workload.batch_size=8", "workload.epochs=1", f"data_root={cdir}",
+              f"db={db}", timeout=900, **ceph_env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    points = _points(db)
+    assert {r["status"] for r in points} == {"completed"} and len(points) == 4
+    with sqlite3.connect(db) as c:
+        rows = c.execute("SELECT nodes, stripe_count, layout FROM points").fetchall()
+    for nodes, stripe, layout in rows:
+        assert stripe == nodes
+        assert {f["stripe_count"] for f in json.loads(layout)["files"].values()} == {nodes}  # as CephFS applied it
