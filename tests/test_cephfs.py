@@ -75,8 +75,8 @@ def test_cephfs_is_detected_by_its_layout_xattrs(mount, tmp_path):
 
 
 @pytest.mark.parametrize(("formats", "stripes", "access"), [
-    ("hdf5", [1, 2, 4, 8], "shared,fpp"),
-    ("tfrecord,npz", [4], "fpp"),
+    ("hdf5", [1, 2, 4, 8], "shared"),
+    ("tfrecord,npz", [2, 8], "fpp"),
 ])
 def test_the_stripe_axis_is_applied_and_read_back_per_file(cdir, tmp_path, sweep, ceph_env, formats, stripes,
                                                             access):
