@@ -69,7 +69,8 @@ def _points(db: Path) -> list[dict]:
 
 def test_cephfs_is_detected_by_its_layout_xattrs(mount, tmp_path):
     info = fs_info(mount)
-    assert info.mount_type == "fuse.ceph-fuse"  # ceph-fuse: the generic FUSE statfs magic, not Ceph's
+    assert info.mount_type == "fuse.ceph-fuse" and info.magic == 0x65735546  # ceph-fuse: FUSE's statfs magic
+    assert info.type == "ceph"
     assert is_cephfs(mount) and backend_for(mount / "not" / "yet").name == "ceph"
     assert not is_cephfs(tmp_path) and backend_for(tmp_path).name == "posix"
 
