@@ -86,6 +86,8 @@ FIELDS: tuple[tuple[str, str | None, str, str | None], ...] = (
     ("workload.sample_shape",       "workload.sample_shape",      "sample_shape",        None),
     ("workload.compute",            "workload.compute",           "compute",             None),
     ("workload.compute_threads",    "workload.compute_threads",   "compute_threads",     None),
+    ("layout.object_size",          "object_size",                "object_size",         None),
+    ("layout.pool",                 "pool",                       "pool",                None),
 )
 #: composed keys that are not fields of a point: how a sweep runs, not what a point measures (why)
 NOT_IN_POINT = {
@@ -165,7 +167,7 @@ def test_the_stored_form_holds_every_field_under_its_key():
     stored = {(f"{part}.{name}" if part else name): key for key, part, name in STORED_FORM}
     assert stored == {spec: key for spec, _, key, _ in FIELDS}
     assert not set(DERIVED_KEYS) & set(stored.values())
-    defaults = {f.name: f.default for f in dataclasses.fields(WorkloadSpec)}
+    defaults = {f.name: f.default for spec in (WorkloadSpec, LayoutSpec) for f in dataclasses.fields(spec)}
     assert all(defaults[k] == v for k, v in KEYLESS_DEFAULTS.items()), "a keyless default is not the spec's"
 
 

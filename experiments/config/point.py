@@ -53,6 +53,9 @@ class LayoutSpec:
     fs_type: str = "unknown"
     # whether striping is applied there: the storage backend of its file system stripes (lustre.striping_applies)
     striping_applicable: bool = False
+    # CephFS object size, bytes (0: the directory's), and the layout's data pool ("" the directory's)
+    object_size: int = 0
+    pool: str = ""
 
 
 @dataclass(frozen=True)

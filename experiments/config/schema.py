@@ -140,6 +140,10 @@ class DdlioConf:
     stripe: int = 1
     # Lustre stripe size: bytes or units, a multiple of 64KiB (0 = file-system default)
     stripe_size: str = "1MiB"
+    # CephFS object size: bytes or units, a multiple of stripe_size (0 = the directory's; refused off CephFS)
+    object_size: str = "0"
+    # data pool of the layout (CephFS, Lustre OST pool; "" = the directory's; refused where there are none)
+    pool: str = ""
     # nodes per point
     nodes: int = 1
     # MPI ranks per node

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 #: PointSpec fields added after points were first stored: at these values they are left out of the stored form
 #: (and of the point key), so that a point measured before them keeps its stored form and key
-KEYLESS_DEFAULTS: dict[str, Any] = {"compute": "sleep", "compute_threads": 0}
+KEYLESS_DEFAULTS: dict[str, Any] = {"compute": "sleep", "compute_threads": 0, "object_size": 0, "pool": ""}
 #: the parts of a point: "" is the point itself, the others its sub-specs (PointSpec.format, .layout, .workload)
 PARTS = ("", "format", "layout", "workload")
 
@@ -47,6 +47,7 @@ STORED_FORM: tuple[tuple[str, str, str], ...] = (
     ("settle", "workload", "settle"), ("flush_size", "workload", "flush_size"),
     ("sample_shape", "workload", "sample_shape"),
     ("compute", "workload", "compute"), ("compute_threads", "workload", "compute_threads"),
+    ("object_size", "layout", "object_size"), ("pool", "layout", "pool"),
 )
 #: what the stored form adds to the fields: derived from them, ignored when read back
 DERIVED_KEYS = ("ranks", "num_files", "dataset_key", "point_key")
@@ -111,6 +112,8 @@ def dataset_params(point: PointSpec) -> dict[str, Any]:
     if lay.striping_applicable:  # off Lustre, points that differ only in striping share one dataset
         params["stripe_count"] = lay.stripe_count
         params["stripe_size"] = lay.stripe_size
+        # added later: present only when given (refused where the backend does not apply them)
+        params.update({k: getattr(lay, k) for k in ("object_size", "pool") if getattr(lay, k)})
     return params
 
 
@@ -122,6 +125,7 @@ def measurement_params(point: PointSpec) -> dict[str, Any]:
         "read_options": point.format.read_options(),
         "stripe_count": lay.stripe_count,
         "stripe_size": lay.stripe_size,
+        **{k: getattr(lay, k) for k in ("object_size", "pool") if getattr(lay, k)},  # added later: when given
         "nodes": point.nodes,
         "ppn": point.ppn,
         "batch_size": w.batch_size,

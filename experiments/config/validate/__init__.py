@@ -73,7 +73,7 @@ def point_fields(cfg: dict[str, Any], cwd: str | os.PathLike | None = None,
     striping = check_striping(problems, cfg)
     data_root = check_data_root(problems, cfg, base)
     db = check_db(problems, cfg, base)
-    fs = check_file_system(problems, data_root, sizes["samples"], sizes["sample_size"])
+    fs = check_file_system(problems, data_root, sizes["samples"], sizes["sample_size"], striping)
     if problems:
         raise ConfigError(problems)
     top = {**resources, **run, "cluster": dict(cfg["cluster"], executor=executor), "data_root": str(data_root),
