@@ -31,6 +31,7 @@ from experiments.config.validate.cluster import (
 )
 from experiments.config.validate.compute import check_compute
 from experiments.config.validate.format import check_format
+from experiments.config.validate.keys import check_keys
 from experiments.config.validate.layout import check_access, check_file_system, check_striping
 from experiments.config.validate.paths import check_data_root, check_db, check_writable_dir
 from experiments.config.validate.run import check_run, tf_available
@@ -60,6 +61,7 @@ def point_fields(cfg: dict[str, Any], cwd: str | os.PathLike | None = None,
     """
     base = Path(cwd or os.getcwd())
     problems: list[str] = list(control_problems(cfg))
+    check_keys(problems, cfg)
     fmt, shape = check_format(problems, cfg)
     access = check_access(problems, cfg)
     w = cfg["workload"]
