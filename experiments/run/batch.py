@@ -77,25 +77,38 @@ def validate_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], c
 
 
 def check_free_space(specs: Sequence[PointSpec]) -> None:
-    """The new datasets of the sweep (those without a manifest yet) and flush files must fit in the free space."""
-    need: dict[str, int] = {}
+    """The new datasets of the sweep (those without a manifest yet) and flush files must fit in the free space;
+    the message names what does not fit (the storage_cold flush file by its key, workload.flush_size)."""
+    datasets: dict[str, int] = {}
+    flushes: dict[str, int] = {}
     for s in specs:
         plan = DatasetPlan.from_point(s)
-        if plan.key not in need and load_manifest(plan) is None:
-            need[plan.key] = s.planned_bytes()
+        if plan.key not in datasets and load_manifest(plan) is None:
+            datasets[plan.key] = s.planned_bytes()
         flush = flush_path(s)
         if flush is not None and not flush[0].exists():
-            need[str(flush[0])] = flush[1]  # the storage_cold flush file, written once
-    total = sum(need.values())
-    if total:
-        fs = fs_info(specs[0].data_root)
-        if total > fs.free_bytes:
-            raise ConfigError(
-                f"the sweep's {len(need)} new datasets need {format_size(total)}, "
-                f"but only {format_size(fs.free_bytes)} "
-                f"is free on {fs.mount_point} (data_root={specs[0].data_root}): lower workload.samples or "
-                "workload.sample_size, sweep fewer points, or use another data_root"
-            )
+            flushes[str(flush[0])] = flush[1]  # the storage_cold flush file, written once
+    total = sum(datasets.values()) + sum(flushes.values())
+    if not total:
+        return
+    fs = fs_info(specs[0].data_root)
+    if total <= fs.free_bytes:
+        return
+    free = f"only {format_size(fs.free_bytes)} is free on {fs.mount_point} (data_root={specs[0].data_root})"
+    parts = []
+    if datasets:
+        parts.append(f"the sweep's {len(datasets)} new datasets need {format_size(sum(datasets.values()))}")
+    if flushes:
+        sizes = ", ".join(sorted({format_size(n) for n in flushes.values()}))
+        parts.append(f"the storage_cold flush file{'s' if len(flushes) > 1 else ''} (workload.flush_size={sizes}) "
+                     f"need{'' if len(flushes) > 1 else 's'} {format_size(sum(flushes.values()))}")
+    fixes = []
+    flush_alone, data_alone = sum(flushes.values()) > fs.free_bytes, sum(datasets.values()) > fs.free_bytes
+    if flushes and not data_alone:
+        fixes.append("lower workload.flush_size (it must still exceed the caches below the client)")
+    if datasets and not flush_alone:
+        fixes.append("lower workload.samples or workload.sample_size, sweep fewer points")
+    raise ConfigError(f"{' and '.join(parts)}, but {free}: {', or '.join(fixes)}, or use another data_root")
 
 
 def warn_striping(specs: Sequence[PointSpec]) -> None:

@@ -29,7 +29,7 @@ from experiments.config.validate.cluster import (
     check_resources,
     resolve_command,
 )
-from experiments.config.validate.compute import check_compute
+from experiments.config.validate.compute import check_compute, check_fits
 from experiments.config.validate.format import check_format
 from experiments.config.validate.keys import check_keys
 from experiments.config.validate.layout import check_access, check_file_system, check_striping
@@ -71,6 +71,7 @@ def point_fields(cfg: dict[str, Any], cwd: str | os.PathLike | None = None,
     executor, resources = _check_cluster(problems, cfg)
     ranks = resources["nodes"] * resources["ppn"]
     check_shares(problems, sizes, loop["batch_size"], access, ranks, bool(w.get("drop_last")))
+    check_fits(problems, workload, ranks, cfg["cluster"].get("timeout_min"))
     run = check_run(problems, cfg)
     striping = check_striping(problems, cfg)
     data_root = check_data_root(problems, cfg, base)
