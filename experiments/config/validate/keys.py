@@ -38,10 +38,9 @@ def known_keys(format_name: str | None = None) -> list[str]:
 def closest(key: str, format_name: str | None = None) -> str | None:
     """The valid key closest to ``key`` (a typo's likely meaning), or None when none is close."""
     keys = known_keys(format_name)
-    got = difflib.get_close_matches(key, keys, n=1, cutoff=0.75)
-    if not got and "." in key:  # the right leaf in the wrong group: workload.stripe -> stripe
-        leaf = key.rsplit(".", 1)[1]
-        got = [k for k in keys if k.rsplit(".", 1)[-1] == leaf][:1]
+    leaf = key.rsplit(".", 1)[-1]
+    got = [k for k in keys if k.rsplit(".", 1)[-1] == leaf][:1]  # the right name in the wrong group
+    got = got or difflib.get_close_matches(key, keys, n=1, cutoff=0.75)
     return got[0] if got else None
 
 
