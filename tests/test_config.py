@@ -302,6 +302,10 @@ def test_a_point_is_stored_as_before(tmp_path, case):
     at ef5ca75 for the same composition, and gives the same label and keys (tests/fixtures/points/README.md)."""
     import json
 
+    from experiments.config import tf_available
+
+    if "reader=tf" in case["overrides"] and not tf_available():
+        pytest.skip("TensorFlow is not installed (pip install -e '.[tf]'): validation refuses reader=tf without it")
     stored = json.loads(case["stored"])
     d = validate(composed(tmp_path, "workload=tiny", *case["overrides"]), tmp_path,
                  overrides=tuple(case["overrides"])).to_dict()
