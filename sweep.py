@@ -105,10 +105,14 @@ def refused(e: BaseException) -> str | None:
         return "; ".join(keep[:2] + detail)
     tb, frames = e.__traceback__, []
     while tb is not None:
-        frames.append(tb.tb_frame.f_code.co_filename)
+        frames.append(tb.tb_frame.f_code.co_filename.replace(os.sep, "/"))
         tb = tb.tb_next
-    if isinstance(e, (ValueError, TypeError)) and any("hydra_optuna_sweeper" in f for f in frames):
+    raised_in = frames[-1] if frames else ""  # where it was raised: Hydra's or Optuna's own code, not ddlio's
+    if isinstance(e, (ValueError, TypeError)) and any("hydra_optuna_sweeper" in f for f in frames) and (
+            "/optuna/" in raised_in or "hydra_optuna_sweeper" in raised_in):
         return f"hydra/sweeper=optuna refused its settings: {e}"
+    if isinstance(e, (ValueError, TypeError)) and "/hydra/" in raised_in:
+        return f"Hydra refused the overrides: {e}"
     return None
 
 

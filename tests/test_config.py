@@ -149,6 +149,11 @@ def test_fpp_files_are_a_multiple_of_ranks(tmp_path):
         ("db=''", ["db is empty"]),
         ("cluster.launch=''", ["cluster.launch is empty"]),
         ("workload.compute_time=1e9", ["workload.compute_time=1e+09 s x", "cluster.timeout_min=30"]),
+        ("~nodes", ["nodes is missing (deleted with ~nodes?)"]),
+        ("~workload", ["workload must be a config group"]),
+        ("cluster=null", ["Hydra refused the overrides: Config group override must be a string"]),
+        ("workload=tinyy", ["workload=tinyy is unknown: choose one of default, tiny"]),
+        ("data_root=${oc.env:DDLIO_NO_SUCH_VAR}", ["Environment variable 'DDLIO_NO_SUCH_VAR' not found"]),
     ],
 )
 def test_cli_rejects_before_writing_anything(sweep, tmp_path, override, words):

@@ -31,7 +31,7 @@ from experiments.config.validate.cluster import (
 )
 from experiments.config.validate.compute import check_compute, check_fits
 from experiments.config.validate.format import check_format
-from experiments.config.validate.keys import check_keys
+from experiments.config.validate.keys import check_keys, missing_keys
 from experiments.config.validate.layout import check_access, check_file_system, check_striping
 from experiments.config.validate.paths import check_data_root, check_db, check_writable_dir
 from experiments.config.validate.run import check_run, tf_available
@@ -60,6 +60,9 @@ def point_fields(cfg: dict[str, Any], cwd: str | os.PathLike | None = None,
     Raises :class:`ConfigError` listing every problem found, each with the valid choices.
     """
     base = Path(cwd or os.getcwd())
+    missing = missing_keys(cfg)
+    if missing:  # every later check reads these keys
+        raise ConfigError(missing)
     problems: list[str] = list(control_problems(cfg))
     check_keys(problems, cfg)
     fmt, shape = check_format(problems, cfg)

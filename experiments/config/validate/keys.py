@@ -62,6 +62,25 @@ def _walk(problems: list[str], value: Any, conf: type, prefix: str, format_name:
     problems += [unknown_key_problem(f"{prefix}{k}", format_name) for k in value if k not in known]
 
 
+def missing_keys(cfg: dict[str, Any]) -> list[str]:
+    """One problem per key of the schema that ``cfg`` lacks (deleted with ``~key``) and per config group that is
+    not one (``~workload`` leaves nothing, a group set to a plain value): the other checks need them all."""
+    problems = []
+    for name in _names(DdlioConf):
+        if name not in cfg:
+            problems.append(f"{name} is missing (deleted with ~{name}?): every ddlio key needs a value; give one "
+                            f"with {name}=VALUE")
+        elif name in ("format", *GROUPS) and not isinstance(cfg[name], dict):
+            problems.append(f"{name} must be a config group (e.g. {name}=... naming one of conf/{name}/), not "
+                            f"{cfg[name]!r}")
+    for group, conf in GROUPS.items():
+        value = cfg.get(group)
+        if isinstance(value, dict):
+            problems += [f"{group}.{n} is missing (deleted with ~{group}.{n}?): give it a value"
+                         for n in _names(conf) if n not in value]
+    return problems
+
+
 def check_keys(problems: list[str], cfg: dict[str, Any]) -> None:
     """Add one problem per key of ``cfg`` that ddlio does not define (see the module)."""
     for k, v in cfg.items():
