@@ -93,7 +93,9 @@ FIELDS: tuple[tuple[str, str | None, str, str | None], ...] = (
 NOT_IN_POINT = {
     "db_url_file": "replaces db while validating (the URL with its password stays in the driver)",
     "wait": "how the driver waits for jobs", "dry_run": "whether anything is submitted",
-    "retry_failed": "which stored points run again", "order": "the order points run in",
+    "retry_failed": "which stored points run again",
+    "remeasure_earlier": "which stored points run again (those of an earlier method)",
+    "order": "the order points run in",
     "objective": "what a point returns to a sweeper (every objective is a stored total)",
 }
 #: the store's columns filled from the stored form's derived keys, or worked out by the store (None)

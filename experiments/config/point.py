@@ -239,6 +239,11 @@ class PointSpec:
     def point_key(self) -> str:
         return stored.point_key(self)
 
+    def earlier_keys(self) -> dict[str, str]:
+        """The keys an earlier ddlio gave this measurement by an earlier method, each with how that method differs
+        (:func:`~experiments.config.stored.earlier_point_keys`)."""
+        return stored.earlier_point_keys(self)
+
     def to_dict(self) -> dict[str, Any]:
         """The stored form (:data:`~experiments.config.stored.STORED_FORM`), with the derived ranks, num_files and
         keys."""

@@ -160,6 +160,9 @@ class DdlioConf:
     db_url_file: str = ""
     # re-measure points that are already in the store
     force: bool = False
+    # re-measure only the points the store holds as measured by an earlier method (e.g. cold without settling);
+    # force=true re-measures every point. Not part of the point key.
+    remeasure_earlier: bool = False
     # native: ddlio's own reader; tf: TensorFlow's tf.data (TFRecordDataset, or from_generator for other formats)
     reader: str = "native"
     # wait for the jobs and store each result as it lands (false: submit and return; rerun to harvest)

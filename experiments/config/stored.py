@@ -160,3 +160,26 @@ def dataset_key(point: PointSpec) -> str:
 def point_key(point: PointSpec) -> str:
     """The key of the point: its dataset key, :func:`measurement_params` and :data:`SCHEMA_VERSION`."""
     return digest({"dataset": dataset_key(point), **measurement_params(point), "schema": SCHEMA_VERSION})
+
+
+#: How a point measured by an earlier method differs from one measured today, by the knob whose arrival changed the
+#: method: before b63f0f0 a cold point's dataset was not settled (no untimed read before its first measured epoch),
+#: and the point key held no ``settle``. Such a point keeps its key; :func:`earlier_point_keys` finds it.
+EARLIER_METHODS = {
+    "settle": "cold cache without settling (no untimed read of a fresh dataset before its first measured epoch; "
+              "ddlio before b63f0f0)",
+}
+
+
+def earlier_point_keys(point: PointSpec) -> dict[str, str]:
+    """The keys an earlier ddlio gave this measurement when it measured it by an earlier method, each with how
+    that method differs (:data:`EARLIER_METHODS`); empty when today's method is the only one it ever had.
+
+    A sweep that finds the point under one of these keys skips it and says so (``force=true`` measures it by
+    today's method, under :func:`point_key`): keys never change under stored points, and a stored point's method
+    is what its key implies."""
+    out: dict[str, str] = {}
+    params = measurement_params(point)
+    if params.pop("settle", False):  # a settled cold point: before settling, the same command gave this key
+        out[digest({"dataset": dataset_key(point), **params, "schema": SCHEMA_VERSION})] = EARLIER_METHODS["settle"]
+    return out
