@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 #: PointSpec fields added after points were first stored: at these values they are left out of the stored form
 #: (and of the point key), so that a point measured before them keeps its stored form and key
-KEYLESS_DEFAULTS: dict[str, Any] = {"compute": "sleep", "compute_threads": 0}
+KEYLESS_DEFAULTS: dict[str, Any] = {"compute": "sleep", "compute_threads": 0, "persistent_workers": False,
+                                     "pin_memory": False, "start_method": "fork"}
 #: the parts of a point: "" is the point itself, the others its sub-specs (PointSpec.format, .layout, .workload)
 PARTS = ("", "format", "layout", "workload")
 
@@ -47,6 +48,8 @@ STORED_FORM: tuple[tuple[str, str, str], ...] = (
     ("settle", "workload", "settle"), ("flush_size", "workload", "flush_size"),
     ("sample_shape", "workload", "sample_shape"),
     ("compute", "workload", "compute"), ("compute_threads", "workload", "compute_threads"),
+    ("persistent_workers", "workload", "persistent_workers"), ("pin_memory", "workload", "pin_memory"),
+    ("start_method", "workload", "start_method"),
 )
 #: what the stored form adds to the fields: derived from them, ignored when read back
 DERIVED_KEYS = ("ranks", "num_files", "dataset_key", "point_key")
@@ -139,6 +142,9 @@ def measurement_params(point: PointSpec) -> dict[str, Any]:
         "read_threads": w.read_threads,
         "prefetch": w.prefetch,
         "reader": point.reader,
+        # added later (reader=torch's DataLoader knobs): present only away from their defaults
+        **{k: getattr(w, k) for k in ("persistent_workers", "pin_memory", "start_method")
+           if getattr(w, k) != KEYLESS_DEFAULTS[k]},
         "trace": w.trace,
         # the MPI launch line and the ranks' environment decide which MPI library and PMI run the kernel
         "launch": point.cluster.launch,
