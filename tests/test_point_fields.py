@@ -86,6 +86,9 @@ FIELDS: tuple[tuple[str, str | None, str, str | None], ...] = (
     ("workload.sample_shape",       "workload.sample_shape",      "sample_shape",        None),
     ("workload.compute",            "workload.compute",           "compute",             None),
     ("workload.compute_threads",    "workload.compute_threads",   "compute_threads",     None),
+    ("workload.persistent_workers", "workload.persistent_workers", "persistent_workers", None),
+    ("workload.pin_memory",         "workload.pin_memory",        "pin_memory",          None),
+    ("workload.start_method",       "workload.start_method",      "start_method",        None),
 )
 #: composed keys that are not fields of a point: how a sweep runs, not what a point measures (why)
 NOT_IN_POINT = {
