@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -126,3 +127,41 @@ def test_reader_torch_without_pytorch_says_how_to_install_it(tmp_path):
             "except ConfigError as e:\n    print('ERROR', e)\n").format(str(ROOT), str(ROOT / "tests"), str(tmp_path))
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "ERROR reader=torch needs PyTorch: pip install -e '.[torch]'" in p.stdout, p.stderr
+
+
+TINY_TORCH = '''
+import torch
+from torch import nn
+
+def tiny(shape):
+    class Tiny(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(int(torch.tensor(shape).prod()), 3)
+
+        def forward(self, x):
+            return self.fc(x.flatten(1).float() / 255)
+
+    m = Tiny()
+    return m, torch.optim.SGD(m.parameters(), lr=0.1), nn.CrossEntropyLoss()
+
+def not_a_triple(shape):
+    return nn.Linear(3, 3)
+'''
+
+
+def test_calibrate_learns_a_pytorch_model(tmp_path, capsys):
+    """An nn.Module with its optimizer and loss: the step (forward, backward, step) on an in-memory batch is
+    timed and the overrides printed, the framework found from the module's imports; a function that returns
+    anything else is one message and exit 2."""
+    from experiments import calibrate
+
+    path = tmp_path / "tiny_torch.py"
+    path.write_text(TINY_TORCH)
+    assert calibrate.main(["--model", f"{path}:tiny", "--batch", "4", "--shape", "8,8,3", "--steps", "5",
+                           "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["framework"] == "torch" and result["median_s"] > 0 and result["batch"] == 4
+    assert "workload.compute_time=" in calibrate.overrides(result)
+    assert calibrate.main(["--model", f"{path}:not_a_triple", "--batch", "4", "--shape", "3", "--steps", "3"]) == 2
+    assert "not (nn.Module, optimizer, loss_fn)" in capsys.readouterr().err
