@@ -165,3 +165,18 @@ def test_calibrate_learns_a_pytorch_model(tmp_path, capsys):
     assert "workload.compute_time=" in calibrate.overrides(result)
     assert calibrate.main(["--model", f"{path}:not_a_triple", "--batch", "4", "--shape", "3", "--steps", "3"]) == 2
     assert "not (nn.Module, optimizer, loss_fn)" in capsys.readouterr().err
+
+
+def test_help_and_validation_do_not_import_pytorch(tmp_path):
+    """``sweep.py --help`` and validating a reader=torch point leave PyTorch unimported (it loads in the kernel)."""
+    code = ("import sys, runpy; sys.argv=['sweep.py','--help']\n"
+            f"sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'tests')!r}]\n"
+            f"try:\n    runpy.run_path({str(ROOT / 'sweep.py')!r}, run_name='__main__')\n"
+            "except SystemExit: pass\n"
+            "print('AFTER HELP', 'torch' in sys.modules)\n"
+            "from helpers import point\n"
+            f"p = point(__import__('pathlib').Path({str(tmp_path)!r}), 'reader=torch', 'workload.read_threads=2')\n"
+            "print('AFTER VALIDATE', p.reader, 'torch' in sys.modules)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert "reader" in p.stdout and "AFTER HELP False" in p.stdout, p.stderr
+    assert "AFTER VALIDATE torch False" in p.stdout, p.stderr
