@@ -78,7 +78,8 @@ def sh(cmd: list[str], timeout: float = 900) -> str:
     return p.stdout
 
 
-def calibrate(model: str, batch: int, shape: tuple[int, ...], threads: int, models: str = "models.py") -> dict[str, Any]:
+def calibrate(model: str, batch: int, shape: tuple[int, ...], threads: int,
+              models: str = "models.py") -> dict[str, Any]:
     out = sh([PY, "-m", "experiments.calibrate", "--model", f"{HERE / models}:{model}", "--batch",
               str(batch), "--shape", ",".join(map(str, shape)), "--threads", str(threads), "--json"])
     return json.loads(out.strip().splitlines()[-1])

@@ -297,6 +297,8 @@ class Kernel:
         epoch's bytes against the plan and return the result record (the others return None)."""
         if self.pool is not None:
             self.pool.shutdown()
+        if self.torch is not None:
+            self.torch.close()
         self.compute.close()
         if self.trace:
             # in the run folder of the result; a rerun with --result logs beside the original's, not over them

@@ -176,6 +176,11 @@ class TorchLoader:
                               "trustworthy")
         return total
 
+    def close(self) -> None:
+        """End the persistent workers (if any) and close this process's files (workers=0)."""
+        self.loader._iterator = None  # PyTorch's own iterator holds the persistent workers; dropping it ends them
+        self.dataset.close()
+
     def epoch_arrays(self, out: dict[str, Any]) -> EpochArrays:
         """The epoch's reads in the order they were made, for the access log (latencies ns, starts on the
         monotonic clock every process shares)."""
