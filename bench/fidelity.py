@@ -2,11 +2,14 @@
 
     python bench/fidelity.py [--samples 256] [--epochs 2] [--batch 8] [--rounds 3] [--apps hdf5,tfrecord]
                              [--readers tf,native,tf:cpu,native:cpu] [--compute-threads 1] [--wait 20]
-                             [--keep DIR]
+                             [--workers 1,2] [--keep DIR]
+    python bench/fidelity.py --apps torch_hdf5,torch_jpeg --workers 1,2
 
 For each application of ``bench/fidelity/`` (``app_hdf5.py``: a DeepGalaxy-like Keras CNN fed by tf.data from a
 generator over h5py ``images[i]``; ``app_tfrecord.py``: ``TFRecordDataset(num_parallel_reads)`` + ``parse_example``
-feeding a Keras CNN):
+feeding a Keras CNN; ``app_torch.py``: a PyTorch CNN fed by a DataLoader with ``--workers`` worker processes, a
+DistributedSampler and ``prefetch_factor``, from the HDF5 N-d layout (``torch_hdf5``) or a folder of JPEG files
+(``torch_jpeg``), emulated by ``reader=torch`` and ``torch:cpu``, once per worker count):
 
 1. calibrate its model's compute per batch on in-memory batches (``python -m experiments.calibrate``, median and
    stdev), which becomes ``workload.compute_time`` / ``compute_time_stdev`` -- again at the start of every round,
