@@ -53,6 +53,12 @@ def test_every_sample_once_per_epoch_across_ranks_and_workers(tmp_path, workers)
                 per_open.add(extra // n_open)
             assert r["posix_reads"] >= r["samples"]
     assert len(per_open) == 1 and 0 < per_open.pop() < 4096
+    for info in res["rank_info"]:  # opens per worker: each worker opens the files it reads, every epoch anew
+        loader = info["torch"]
+        assert loader["sampler"] == "DistributedSampler" and loader["workers"] == workers
+        for e, opens in enumerate(loader["opens_per_worker"]):
+            assert len(opens) == max(1, workers)
+            assert all(1 <= n <= plan.num_files for n in opens) or (workers == 0 and e == 1 and opens == [0])
 
 
 def test_spawned_workers_never_initialise_mpi(tmp_path):
@@ -83,6 +89,8 @@ def test_persistent_workers_keep_their_files_and_whole_loads_are_planned(tmp_pat
                                  "workload.pin_memory=true")
     e0, e1 = res["epochs"]
     assert e0["meta_ops"] > 0 and e1["meta_ops"] == 0
+    first, second = res["rank_info"][0]["torch"]["opens_per_worker"]
+    assert len(first) == len(second) == 2 and min(first) >= 1 and second == [0, 0]
     loads = plan.load_bytes()
     for e in (e0, e1):
         assert e["bytes_read"] == e["bytes_planned"] and e["bytes_planned"] % int(loads[0]) == 0

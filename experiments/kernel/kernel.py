@@ -314,6 +314,8 @@ class Kernel:
             "cpu_s": sum(resource.getrusage(resource.RUSAGE_SELF)[:2]),
             # the emulated compute: its mode and, with compute=cpu, the burner's calibration (threads, units/s)
             "compute": self.compute_calibration,
+            # reader=torch: the DataLoader's knobs and every worker's opens per epoch
+            **({"torch": self.torch.info()} if self.torch is not None else {}),
         }
         ranks_info = self.comm.gather(own, root=0)
         all_planned = self.comm.gather(self.planned, root=0)

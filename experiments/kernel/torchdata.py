@@ -93,6 +93,8 @@ class TorchLoader:
                                                   drop_last=self.drop, num_workers=workers, collate_fn=collate,
                                                   pin_memory=bool(w.pin_memory), **extra)
         self.record = plan.record_bytes()
+        #: per epoch, the files each worker process opened (in the order the workers first delivered a batch)
+        self.opens_per_worker: list[list[int]] = []
 
     def planned_ids(self) -> list[int]:
         """The ids this epoch's batches must hold: the sampler's order, its last partial batch dropped with
@@ -147,6 +149,10 @@ class TorchLoader:
             (c, n), = posix.sample_deltas(list(p["io"]))
             calls, nbytes = calls + c, nbytes + n
             os_bytes += posix.parse_all(p["io"][1])[2] - posix.parse_all(p["io"][0])[2]
+        by_worker: dict[int, int] = {}
+        for p in parts:
+            by_worker[p["pid"]] = by_worker.get(p["pid"], 0) + p["opens"]
+        self.opens_per_worker.append(list(by_worker.values()))
         lat = [x for p in parts for x in p["lat"]]
         start = [x for p in parts for x in p["start"]]
         return {"loader": "torch", "bytes": sum(p["bytes"] for p in parts), "planned": self._planned(epoch, want,
@@ -175,6 +181,14 @@ class TorchLoader:
             raise KernelError(f"epoch {epoch}: a worker read from a file it never loaded whole: the count is not "
                               "trustworthy")
         return total
+
+    def info(self) -> dict[str, Any]:
+        """What the rank's result records of its DataLoader: its knobs and the opens of each worker per epoch."""
+        w = self.point.workload
+        return {"workers": int(w.read_threads), "prefetch_factor": int(w.prefetch) if w.read_threads else None,
+                "persistent_workers": bool(w.persistent_workers), "pin_memory": bool(w.pin_memory),
+                "start_method": self.method, "sampler": type(self.sampler).__name__,
+                "opens_per_worker": self.opens_per_worker}
 
     def close(self) -> None:
         """End the persistent workers (if any) and close this process's files (workers=0)."""
