@@ -2,11 +2,14 @@
 
     python bench/fidelity.py [--samples 256] [--epochs 2] [--batch 8] [--rounds 3] [--apps hdf5,tfrecord]
                              [--readers tf,native,tf:cpu,native:cpu] [--compute-threads 1] [--wait 20]
-                             [--keep DIR]
+                             [--workers 1,2] [--keep DIR]
+    python bench/fidelity.py --apps torch_hdf5,torch_jpeg --workers 1,2
 
 For each application of ``bench/fidelity/`` (``app_hdf5.py``: a DeepGalaxy-like Keras CNN fed by tf.data from a
 generator over h5py ``images[i]``; ``app_tfrecord.py``: ``TFRecordDataset(num_parallel_reads)`` + ``parse_example``
-feeding a Keras CNN):
+feeding a Keras CNN; ``app_torch.py``: a PyTorch CNN fed by a DataLoader with ``--workers`` worker processes, a
+DistributedSampler and ``prefetch_factor``, from the HDF5 N-d layout (``torch_hdf5``) or a folder of JPEG files
+(``torch_jpeg``), emulated by ``reader=torch`` and ``torch:cpu``, once per worker count):
 
 1. calibrate its model's compute per batch on in-memory batches (``python -m experiments.calibrate``, median and
    stdev), which becomes ``workload.compute_time`` / ``compute_time_stdev`` -- again at the start of every round,
@@ -55,7 +58,17 @@ APPS: dict[str, dict[str, Any]] = {
              "format_overrides": ["format.chunk_samples=1"]},
     "tfrecord": {"script": "app_tfrecord.py", "model": "record_cnn", "format": "tfrecord", "files": 8,
                  "shuffle": "file", "threads": 2, "format_overrides": []},
+    # PyTorch: a DataLoader with --workers worker processes (ddlio: reader=torch, read_threads = workers), a
+    # DistributedSampler reshuffled every epoch (shuffle=sample), prefetch_factor = --prefetch
+    "torch_hdf5": {"script": "app_torch.py", "kind": "hdf5", "model": "galaxy_cnn", "models": "torch_models.py",
+                   "format": "hdf5", "files": 1, "shuffle": "sample", "threads": 2,
+                   "format_overrides": ["format.chunk_samples=1"], "readers": ("torch", "torch:cpu")},
+    "torch_jpeg": {"script": "app_torch.py", "kind": "jpeg", "model": "galaxy_cnn", "models": "torch_models.py",
+                   "format": "jpeg", "files": 0, "shuffle": "sample", "threads": 2, "layout": None,
+                   "format_overrides": [], "readers": ("torch", "torch:cpu")},
 }
+#: the ddlio point's format.layout per format (the application's layout), where it has one
+LAYOUTS = {"hdf5": "array", "tfrecord": "example"}
 
 
 def sh(cmd: list[str], timeout: float = 900) -> str:
@@ -68,8 +81,9 @@ def sh(cmd: list[str], timeout: float = 900) -> str:
     return p.stdout
 
 
-def calibrate(model: str, batch: int, shape: tuple[int, ...], threads: int) -> dict[str, Any]:
-    out = sh([PY, "-m", "experiments.calibrate", "--model", f"{HERE / 'models.py'}:{model}", "--batch",
+def calibrate(model: str, batch: int, shape: tuple[int, ...], threads: int,
+              models: str = "models.py") -> dict[str, Any]:
+    out = sh([PY, "-m", "experiments.calibrate", "--model", f"{HERE / models}:{model}", "--batch",
               str(batch), "--shape", ",".join(map(str, shape)), "--threads", str(threads), "--json"])
     return json.loads(out.strip().splitlines()[-1])
 
@@ -89,7 +103,8 @@ def point_overrides(app: dict[str, Any], a: Any, reader: str, rnd: int, calib: d
     for d in shape:
         size *= d
     over = [f"format={app['format']}", *app["format_overrides"], "access=shared",
-            f"workload.samples={a.samples}", f"workload.samples_per_file={-(-a.samples // app['files'])}",
+            f"workload.samples={a.samples}",
+            f"workload.samples_per_file={-(-a.samples // app['files']) if app['files'] else 1}",
             f"workload.batch_size={a.batch}", f"workload.epochs={epochs or a.epochs}",
             f"workload.compute_time={calib['median_s']:.6f}", f"workload.compute_time_stdev={calib['stdev_s']:.6f}",
             f"workload.shuffle={app['shuffle']}", f"workload.read_threads={app['threads']}",
@@ -97,9 +112,8 @@ def point_overrides(app: dict[str, Any], a: Any, reader: str, rnd: int, calib: d
             f"data_root={root / 'data'}", f"db={root / 'results.db'}"]
     if mode == "cpu":
         over += ["workload.compute=cpu", f"workload.compute_threads={a.compute_threads}"]
-    if layouts:
-        over += [f"workload.sample_shape=[{','.join(map(str, shape))}]",
-                 "format.layout=" + ("array" if app["format"] == "hdf5" else "example")]
+    if layouts and app["format"] in LAYOUTS:
+        over += [f"workload.sample_shape=[{','.join(map(str, shape))}]", f"format.layout={LAYOUTS[app['format']]}"]
     else:
         over += [f"workload.sample_size={size}"]
     return over
@@ -198,6 +212,8 @@ def settle(paths: list[Path]) -> None:
 
 
 def run_app(app: dict[str, Any], a: Any, files: list[Path], sleep: float | None) -> list[dict[str, Any]]:
+    if "kind" in app:  # the PyTorch application: its kind first, its worker processes
+        files = [app["kind"], *files, "--workers", str(app["threads"])]
     cmd = [PY, str(HERE / app["script"]), *map(str, files), "--epochs", str(a.epochs), "--batch", str(a.batch),
            "--prefetch", str(a.prefetch), "--model", app["model"], "--compute-threads", str(a.compute_threads)]
     if app["format"] == "tfrecord":
@@ -232,7 +248,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--apps", default="hdf5,tfrecord")
     ap.add_argument("--readers", default="tf,native,tf:cpu,native:cpu",
                     help="ddlio's readers to run: tf, native, and R:cpu for reader R with workload.compute=cpu "
-                    "(default tf,native,tf:cpu,native:cpu)")
+                    "(default tf,native,tf:cpu,native:cpu); the PyTorch applications run torch and torch:cpu "
+                    "unless torch readers are given here")
+    ap.add_argument("--workers", default="1,2", help="the PyTorch applications' DataLoader worker processes: one "
+                    "run per count (default 1,2)")
     ap.add_argument("--wait", type=float, default=20.0,
                     help="seconds to wait after writing the datasets, before the first measurement (default 20)")
     ap.add_argument("--compute-threads", type=int, default=1,
@@ -242,16 +261,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", type=Path, default=None, help="work in this directory and keep it")
     a = ap.parse_args(argv)
     a.shape = tuple(int(x) for x in a.shape.split(","))
-    readers = a.readers.split(",")
+    all_readers = a.readers.split(",")
     root = a.keep or Path(tempfile.mkdtemp(prefix="ddlio-fidelity-"))
     root.mkdir(parents=True, exist_ok=True)
     layouts = layouts_available()
     t_start, load0 = time.time(), os.getloadavg()[0]
-    names = a.apps.split(",")
+    names = expand_apps(a.apps.split(","), [int(w) for w in a.workers.split(",")])
     calib: dict[str, dict[str, Any]] = {}
     files: dict[str, list[Path]] = {}
     for name in names:  # calibrate, generate ddlio's dataset (one untimed point), the application's files
         app = APPS[name]
+        readers = readers_of(app, all_readers)
         no_compute = {"median_s": 0.0, "stdev_s": 0.0}
         run_ddlio(point_overrides(app, a, readers[0], 1000, no_compute, root, layouts, epochs=1),
                   root / "results.db")
@@ -261,11 +281,13 @@ def main(argv: list[str] | None = None) -> int:
     notes: dict[str, str] = {}
     for name in names:
         app = APPS[name]
+        readers = readers_of(app, all_readers)
         rows: dict[str, list[list[dict[str, Any]]]] = {w: [] for w in ["app", "sleep", *readers]}
         calibs, cpus, burners = [], [], []
         for rnd in range(a.rounds):
             # calibrated again every round: other work on the machine changes what a step costs within minutes
-            calib[name] = c = calibrate(app["model"], a.batch, a.shape, a.compute_threads)
+            calib[name] = c = calibrate(app["model"], a.batch, a.shape, a.compute_threads,
+                                        app.get("models", "models.py"))
             calibs.append(c["median_s"])
             cpus.append(c["cpu_per_step_s"])
             print(f"[{name}] round {rnd} {app['model']}: compute per batch of {a.batch} (in memory, calibrated): "
@@ -320,6 +342,29 @@ def main(argv: list[str] | None = None) -> int:
 
         shutil.rmtree(root, ignore_errors=True)
     return 0
+
+
+def expand_apps(names: list[str], workers: list[int]) -> list[str]:
+    """The applications to run: a PyTorch application once per worker count (``torch_hdf5@2``: 2 workers)."""
+    out = []
+    for name in names:
+        if name not in APPS:
+            sys.exit(f"--apps: unknown application {name!r}: choose from {', '.join(APPS)}")
+        if "kind" not in APPS[name]:
+            out.append(name)
+            continue
+        for w in workers:
+            APPS[f"{name}@{w}"] = {**APPS[name], "threads": w}
+            out.append(f"{name}@{w}")
+    return out
+
+
+def readers_of(app: dict[str, Any], readers: list[str]) -> list[str]:
+    """ddlio's readers that emulate ``app``: its own (torch) for a PyTorch application, the others else."""
+    own = app.get("readers")
+    if own is None:
+        return [r for r in readers if not r.startswith("torch")]
+    return [r for r in readers if r.partition(":")[0] in {o.partition(":")[0] for o in own}] or list(own)
 
 
 def _app_files(app: dict[str, Any], a: Any, root: Path, layouts: bool) -> list[Path]:

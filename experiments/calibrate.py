@@ -4,7 +4,12 @@ already in memory, repeated, so the emulated compute per batch is the model's, n
     python -m experiments.calibrate --model bench/fidelity/models.py:deepgalaxy_cnn --batch 8 --shape 512,512,3
 
 ``--model`` names a function as ``path/to/file.py:function`` or ``package.module:function``. The function takes
-the sample shape (a tuple; a function without parameters is called without it) and returns a compiled Keras model
+the sample shape (a tuple; a function without parameters is called without it) and returns a compiled Keras model,
+or for PyTorch (``--framework torch``, or found by ``auto`` where the function's module imports torch and not
+Keras or TensorFlow) a tuple ``(module, optimizer, loss_fn)``: an ``nn.Module`` taking the uint8 batch
+``(batch, *shape)`` as a DataLoader delivers it, its ``torch.optim`` optimizer and a loss of (output, integer
+classes); its step is ``zero_grad``, forward, loss, ``backward``, ``step`` (``--threads``: ``torch.set_num_threads``).
+A Keras model is
 (``model.compile(optimizer=..., loss=...)``) whose input is one batch of samples of that shape, in the model's
 input dtype (uint8 samples are drawn as random bytes, float ones in [0, 1)), and whose labels are integer classes
 (one output per class) or one number per sample. The step is ``model.train_on_batch(x, y)``: forward, loss,
@@ -16,7 +21,8 @@ The step is measured alone, on every core the process may use: in a real job the
 CPU from it (see the README's Fidelity section). A step that ran on the CPU (no accelerator) and kept at least half
 a core busy is emulated with CPU work rather than a sleep: the overrides then add ``workload.compute=cpu`` and
 ``workload.compute_threads`` (the cores it kept busy, rounded). Bad input (a missing file, a bad
-``module:function``, a bad shape) is one message and exit 2. TensorFlow is imported only once the arguments are valid.
+``module:function``, a bad shape) is one message and exit 2. TensorFlow (or PyTorch) is imported only once the
+arguments are valid.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -36,6 +43,8 @@ from typing import Any
 from ddlio.errors import ConfigError
 
 INSTALL_HINT = "calibration needs TensorFlow: pip install -e '.[tf]' (or pip install tensorflow-cpu)"
+TORCH_HINT = "calibrating a PyTorch model needs PyTorch: pip install -e '.[torch]'"
+FRAMEWORKS = ("auto", "keras", "torch")
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -83,8 +92,8 @@ def load_function(spec: str) -> Any:
     return fn
 
 
-def build(fn: Any, shape: tuple[int, ...], spec: str) -> Any:
-    """Call the model function (with the shape if it takes a parameter) and check it returned a compiled model."""
+def call_builder(fn: Any, shape: tuple[int, ...], spec: str) -> Any:
+    """Call the model function, with the shape if it takes a parameter."""
     try:
         takes = any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
                     for p in inspect.signature(fn).parameters.values())
@@ -95,6 +104,12 @@ def build(fn: Any, shape: tuple[int, ...], spec: str) -> Any:
     except Exception as e:
         raise ConfigError(f"--model {spec!r}: building the model for shape {shape} failed: "
                           f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
+    return model
+
+
+def build(fn: Any, shape: tuple[int, ...], spec: str) -> Any:
+    """Call the model function and check it returned a compiled Keras model."""
+    model = call_builder(fn, shape, spec)
     if not hasattr(model, "train_on_batch"):
         raise ConfigError(f"--model {spec!r} returned {type(model).__name__}, not a Keras model")
     if getattr(model, "optimizer", None) is None:
@@ -121,28 +136,57 @@ def batch_of(model: Any, batch: int, shape: tuple[int, ...], seed: int = 0) -> t
     return x, y
 
 
-def measure(model: Any, x: Any, y: Any, steps: int, warmup: int) -> tuple[list[float], float]:
-    """Seconds of each of ``steps`` training steps on (x, y), after ``warmup`` untimed ones; and the process's CPU
-    seconds (user + system) over the timed steps."""
+def measure(step: Any, steps: int, warmup: int) -> tuple[list[float], float]:
+    """Seconds of each of ``steps`` training steps (``step()``), after ``warmup`` untimed ones; and the process's
+    CPU seconds (user + system) over the timed steps."""
     for _ in range(warmup):
-        model.train_on_batch(x, y)
+        step()
     times = []
     c0 = os.times()
     for _ in range(steps):
         t = time.perf_counter()
-        model.train_on_batch(x, y)
+        step()
         times.append(time.perf_counter() - t)
     c1 = os.times()
     # os.times() is in clock ticks as floats: a tiny model's difference can round to -4e-16
     return times, max(0.0, (c1.user - c0.user) + (c1.system - c0.system))
 
 
+def framework_of(fn: Any) -> str:
+    """``torch`` when the function's module imports torch and neither Keras nor TensorFlow (at the top or inside a
+    function), else ``keras``."""
+    try:
+        text = Path(inspect.getsourcefile(fn) or "").read_text()
+    except (OSError, TypeError, UnicodeDecodeError):
+        return "keras"
+    imports = set(re.findall(r"^\s*(?:import|from)\s+(torch|keras|tensorflow)\b", text, re.MULTILINE))
+    return "torch" if imports == {"torch"} else "keras"
+
+
 def calibrate(spec: str, batch: int, shape: tuple[int, ...], steps: int = 30, warmup: int = 3,
-              threads: int = 0) -> dict[str, Any]:
+              threads: int = 0, framework: str = "auto") -> dict[str, Any]:
     """Build the model named by ``spec`` and measure its step: median, stdev, mean, min, max (seconds), the CPU
-    seconds per step and the cores it kept busy (CPU / wall). ``threads`` > 0 sets TensorFlow's intra- and
-    inter-op threads (before the model is built)."""
+    seconds per step and the cores it kept busy (CPU / wall). ``threads`` > 0 sets the framework's threads
+    (TensorFlow's intra- and inter-op threads before the model is built; PyTorch's ``set_num_threads``)."""
     fn = load_function(spec)
+    if framework == "auto":
+        framework = framework_of(fn)
+    step = (torch_step if framework == "torch" else keras_step)(fn, spec, batch, shape, threads)
+    try:
+        times, cpu = measure(step, steps, warmup)
+    except Exception as e:
+        raise ConfigError(f"--model {spec!r}: a training step on a batch of {batch} x {shape} failed: "
+                          f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
+    return {"model": spec, "framework": framework, "batch": batch, "shape": list(shape), "steps": steps,
+            "warmup": warmup, "median_s": statistics.median(times),
+            "stdev_s": statistics.stdev(times) if len(times) > 1 else 0.0,
+            "mean_s": statistics.fmean(times), "min_s": min(times), "max_s": max(times), "cpus": os.cpu_count(),
+            "threads": threads, "cpu_per_step_s": cpu / steps, "cores_busy": cpu / sum(times),
+            "accelerators": step.accelerators}
+
+
+def keras_step(fn: Any, spec: str, batch: int, shape: tuple[int, ...], threads: int) -> Any:
+    """The Keras model's ``train_on_batch`` on one in-memory batch, as a function with ``accelerators``."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         import keras  # noqa: F401  (through TensorFlow)
@@ -158,16 +202,44 @@ def calibrate(spec: str, batch: int, shape: tuple[int, ...], steps: int = 30, wa
                 raise ConfigError(f"--threads {threads}: TensorFlow is already running in this process ({e})") from e
     model = build(fn, shape, spec)
     x, y = batch_of(model, batch, shape)
+
+    def step() -> None:
+        model.train_on_batch(x, y)
+
+    step.accelerators = [d.name for d in tf.config.list_physical_devices() if d.device_type != "CPU"]
+    return step
+
+
+def torch_step(fn: Any, spec: str, batch: int, shape: tuple[int, ...], threads: int) -> Any:
+    """A PyTorch model's training step (zero_grad, forward, loss, backward, optimizer step) on one in-memory
+    uint8 batch and integer classes (as many as the model's outputs), as a function with ``accelerators``."""
     try:
-        times, cpu = measure(model, x, y, steps, warmup)
-    except Exception as e:
-        raise ConfigError(f"--model {spec!r}: a training step on a batch of {batch} x {shape} failed: "
-                          f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
-    return {"model": spec, "batch": batch, "shape": list(shape), "steps": steps, "warmup": warmup,
-            "median_s": statistics.median(times), "stdev_s": statistics.stdev(times) if len(times) > 1 else 0.0,
-            "mean_s": statistics.fmean(times), "min_s": min(times), "max_s": max(times), "cpus": os.cpu_count(),
-            "threads": threads, "cpu_per_step_s": cpu / steps, "cores_busy": cpu / sum(times),
-            "accelerators": [d.name for d in tf.config.list_physical_devices() if d.device_type != "CPU"]}
+        import torch  # lazy: PyTorch
+    except ImportError as e:
+        raise ConfigError(TORCH_HINT) from e
+    if threads:
+        torch.set_num_threads(threads)
+    built = call_builder(fn, shape, spec)
+    if not (isinstance(built, tuple) and len(built) == 3 and isinstance(built[0], torch.nn.Module)
+            and isinstance(built[1], torch.optim.Optimizer) and callable(built[2])):
+        raise ConfigError(f"--model {spec!r} returned {type(built).__name__}, not (nn.Module, optimizer, loss_fn)")
+    model, opt, loss_fn = built
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (batch, *shape), dtype=torch.uint8, generator=gen)
+    model.train()
+    with torch.no_grad():
+        out = model(x)
+    classes = int(out.shape[-1]) if out.ndim >= 2 else 1
+    y = torch.randint(0, classes, (batch,), generator=gen) if classes > 1 else torch.rand(batch, generator=gen)
+
+    def step() -> None:
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+
+    step.accelerators = ["cuda"] if torch.cuda.is_available() else []
+    return step
 
 
 #: a step that keeps at least this many cores busy, on a node without an accelerator, is emulated with CPU work
@@ -198,16 +270,19 @@ def overrides(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """``python -m experiments.calibrate``; exit 0, 2 on bad input."""
     ap = argparse.ArgumentParser(prog="python -m experiments.calibrate",
-                                 description="Measure a Keras model's compute time per batch on in-memory batches, "
-                                 "for workload.compute_time.")
+                                 description="Measure a Keras or PyTorch model's compute time per batch on in-memory "
+                                 "batches, for workload.compute_time.")
     ap.add_argument("--model", required=True, help="FILE.py:function or package.module:function returning a "
-                    "compiled Keras model for a sample shape")
+                    "compiled Keras model, or (nn.Module, optimizer, loss_fn), for a sample shape")
     ap.add_argument("--batch", type=int, required=True, help="samples per batch (workload.batch_size)")
     ap.add_argument("--shape", required=True, help="shape of one sample, e.g. 512,512,3")
     ap.add_argument("--steps", type=int, default=30, help="timed steps (default 30)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
-    ap.add_argument("--threads", type=int, default=0, help="TensorFlow's intra- and inter-op threads for the step "
-                    "(0, the default: TensorFlow's own choice, every core); use what the training job's step uses")
+    ap.add_argument("--threads", type=int, default=0, help="the framework's threads for the step (TensorFlow's "
+                    "intra- and inter-op threads, PyTorch's set_num_threads; 0, the default: its own choice, every "
+                    "core); use what the training job's step uses")
+    ap.add_argument("--framework", choices=FRAMEWORKS, default="auto", help="keras or torch (auto: torch when the "
+                    "model's module imports torch and not Keras/TensorFlow)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     try:
         a = ap.parse_args(argv)
@@ -229,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
             problems.append(str(e))
         if problems:
             raise ConfigError(problems)
-        result = calibrate(a.model, a.batch, shape, a.steps, a.warmup, a.threads)
+        result = calibrate(a.model, a.batch, shape, a.steps, a.warmup, a.threads, a.framework)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -241,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"{result['model']}: training step on an in-memory batch of {result['batch']} x {tuple(result['shape'])}, "
           f"{result['steps']} steps after {result['warmup']} untimed, {result['cpus']} CPUs, "
-          + (f"{result['threads']} TensorFlow threads" if result["threads"] else "TensorFlow's default threads"))
+          + (f"{result['threads']} {result['framework']} threads" if result["threads"]
+             else f"{result['framework']}'s default threads"))
     print(f"compute per batch: median {result['median_s']:.4f} s, stdev {result['stdev_s']:.4f} s "
           f"(mean {result['mean_s']:.4f}, min {result['min_s']:.4f}, max {result['max_s']:.4f}); CPU "
           f"{result['cpu_per_step_s']:.4f} s per step: {result['cores_busy']:.2f} cores busy, which a sleep leaves "

@@ -88,6 +88,9 @@ FIELDS: tuple[tuple[str, str | None, str, str | None], ...] = (
     ("workload.compute_threads",    "workload.compute_threads",   "compute_threads",     None),
     ("layout.object_size",          "object_size",                "object_size",         None),
     ("layout.pool",                 "pool",                       "pool",                None),
+    ("workload.persistent_workers", "workload.persistent_workers", "persistent_workers", None),
+    ("workload.pin_memory",         "workload.pin_memory",        "pin_memory",          None),
+    ("workload.start_method",       "workload.start_method",      "start_method",        None),
 )
 #: composed keys that are not fields of a point: how a sweep runs, not what a point measures (why)
 NOT_IN_POINT = {

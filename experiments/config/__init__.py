@@ -32,6 +32,7 @@ from experiments.config.schema import (
     READERS,
     SHUFFLES,
     TF_INSTALL_HINT,
+    TORCH_INSTALL_HINT,
     AccessConf,
     ClusterConf,
     DdlioConf,
@@ -45,7 +46,8 @@ from experiments.formats.base import FormatConf
 __all__ = [
     "ACCESS_MODES", "CACHE_POLICIES", "CLUSTERS", "COMPUTE_MODES", "EXECUTORS", "FORMAT_SCHEMAS", "KEYLESS_DEFAULTS",
     "MAX_COMPUTE_THREADS", "MAX_SAMPLE_SIZE", "MAX_TIMEOUT_MIN", "OBJECTIVES", "ORDERS", "READERS", "SCHEMA_VERSION",
-    "SHUFFLES", "SLURM_ONLY", "STORED_FORM", "TF_INSTALL_HINT", "AccessConf", "ClusterConf", "ClusterSpec",
+    "SHUFFLES", "SLURM_ONLY", "STORED_FORM", "TF_INSTALL_HINT", "TORCH_INSTALL_HINT",
+    "AccessConf", "ClusterConf", "ClusterSpec",
     "DdlioConf", "FormatConf", "FormatSpec", "LayoutSpec", "LocalCluster", "PointSpec", "SlurmCluster",
     "WorkloadConf", "WorkloadSpec", "check_writable_dir", "register_configs", "resolve_command", "tf_available",
     "validate",

@@ -100,6 +100,10 @@ class WorkloadSpec:
     compute: str = "sleep"
     # compute=cpu: threads per rank that do the work (0: the node's CPUs / ranks per node); 0 with a sleep
     compute_threads: int = 0
+    # reader=torch: keep the DataLoader's workers across epochs, pin batches, the workers' start method
+    persistent_workers: bool = False
+    pin_memory: bool = False
+    start_method: str = "fork"
 
 
 @dataclass(frozen=True)
@@ -196,7 +200,7 @@ class PointSpec:
     force: bool = False
     # the Hydra overrides that made the point (passwords masked)
     overrides: tuple[str, ...] = ()
-    # native | tf (READERS)
+    # native | tf | torch (READERS)
     reader: str = "native"
 
     # ----------------------------------------------------------------------------------------- derived

@@ -17,7 +17,9 @@ from experiments.formats.base import MISSING, FormatConf
 
 ACCESS_MODES = ("shared", "fpp")
 SHUFFLES = ("none", "file", "sample")
-READERS = ("native", "tf")
+READERS = ("native", "tf", "torch")
+#: how reader=torch starts its DataLoader worker processes (multiprocessing start methods)
+START_METHODS = ("fork", "forkserver", "spawn")
 ORDERS = ("given", "random")
 CACHE_POLICIES = ("cold", "warm", "storage_cold")
 EXECUTORS = ("local", "slurm")
@@ -33,6 +35,8 @@ MAX_SAMPLE_SIZE = 2 * 1024**3
 MAX_TIMEOUT_MIN = 366 * 24 * 60
 #: what validation says when reader=tf is asked for without TensorFlow (experiments.kernel.tfdata raises it too)
 TF_INSTALL_HINT = "reader=tf needs TensorFlow: pip install -e '.[tf]' (or pip install tensorflow-cpu)"
+#: what validation says when reader=torch is asked for without PyTorch (experiments.kernel.torchdata raises it too)
+TORCH_INSTALL_HINT = "reader=torch needs PyTorch: pip install -e '.[torch]'"
 
 #: each format's conf, by format name (the registry's: experiments.formats.FORMAT_CONFS)
 FORMAT_SCHEMAS: dict[str, type[FormatConf]] = FORMAT_CONFS
@@ -93,6 +97,13 @@ class WorkloadConf:
     read_threads: int = 0
     # batches read ahead per rank when read_threads >= 1
     prefetch: int = 2
+    # reader=torch (read_threads = DataLoader worker processes per rank, prefetch = prefetch_factor, batches per
+    # worker): keep the workers (and the files they opened) from epoch to epoch
+    persistent_workers: bool = False
+    # reader=torch: the DataLoader copies each batch into pinned (page-locked) memory (a no-op without an accelerator)
+    pin_memory: bool = False
+    # reader=torch: how worker processes start: fork | forkserver | spawn (a worker never initialises MPI)
+    start_method: str = "fork"
     # write every rank's operations (start, duration, file, offset, size, op) to trace-rank<N>.csv
     trace: bool = False
 
@@ -163,7 +174,8 @@ class DdlioConf:
     # re-measure only the points the store holds as measured by an earlier method (e.g. cold without settling);
     # force=true re-measures every point. Not part of the point key.
     remeasure_earlier: bool = False
-    # native: ddlio's own reader; tf: TensorFlow's tf.data (TFRecordDataset, or from_generator for other formats)
+    # native: ddlio's own reader; tf: TensorFlow's tf.data (TFRecordDataset, or from_generator for other formats);
+    # torch: PyTorch's DataLoader (map-style Dataset, DistributedSampler, worker processes)
     reader: str = "native"
     # wait for the jobs and store each result as it lands (false: submit and return; rerun to harvest)
     wait: bool = True

@@ -77,6 +77,12 @@ class Kernel:
         self.fault = fault_of(point, self.rank)
         self.started, self.started_unix = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.time()
         self._set_up_lanes()
+        self.torch: Any = None
+        if point.reader == "torch":
+            from experiments.kernel import torchdata  # lazy: PyTorch
+
+            self.torch = torchdata.TorchLoader(plan, point, self.nranks, self.rank, self.paths,
+                                               int(self.record.max()), self.trace)
         self._prime()
         self._set_up_below_client()
         # the emulated compute: compute=cpu calibrates its work rate here, untimed, every rank of a node at once
@@ -103,7 +109,7 @@ class Kernel:
                       for _ in range(max(1, self.threads))]
         self.pool: Any = None
         self.local: Any = None
-        if not self.threads:
+        if not self.threads or self.point.reader == "torch":  # reader=torch: read_threads are worker processes
             return
         self.local = local = threading.local()
         counter = iter(range(self.threads))
@@ -164,6 +170,9 @@ class Kernel:
         t_epoch = perf()
         nbytes, wait_ns, tf_out = self._read_epoch(epoch, ids, ep, nb, compute, m)
         planned = self._planned_bytes(epoch, ids, ep, tf_out)
+        if self.torch is not None and tf_out is not None:  # the reads as the workers made them, for the log
+            ids, ep = np.asarray(tf_out["ids"], dtype=np.int64), self.torch.epoch_arrays(tf_out)
+            self.lanes[0].meta_events.extend(self.torch.open_events(tf_out) if self.trace else [])
         for lane in self.lanes:  # every batch's reads have returned: log offsets, close the files each lane opened
             if self.trace:
                 lane.record_offsets(ep)
@@ -173,6 +182,9 @@ class Kernel:
         self._application_layer(m, nbytes, wait_ns, ids, ep, tf_out)
         snaps = [s for lane in self.lanes for s in lane.take_snaps()]
         posix.epoch_layer(m, io0, io1, snaps, ep.lat, per_sample=tf_out is None)
+        if self.torch is not None and tf_out is not None and self.fs_layer:  # summed over the reading processes
+            m.posix_reads, m.posix_bytes_read = tf_out["posix_reads"], tf_out["posix_bytes"]
+            m.os_read_bytes = tf_out["os_read_bytes"]
         self.planned.append(planned)
         if self.trace:
             self._log_epoch(epoch, ids, ep)
@@ -186,6 +198,10 @@ class Kernel:
         """The timed loop: ``nb`` batches read (natively or through tf.data), each followed by its compute
         (``compute``, s; its wall time added to ``m``). Returns (bytes read, ns the loop waited, tf.data's figures
         or None)."""
+        if self.torch is not None:
+            out = self.torch.run_epoch(epoch, compute, self.compute.run)
+            m.compute_time_s = out["compute_s"]
+            return out["bytes"], out["wait_ns"], out
         if self.tf is not None:
             from experiments.kernel import tfdata  # lazy: TensorFlow
 
@@ -210,6 +226,8 @@ class Kernel:
     def _planned_bytes(self, epoch: int, ids: np.ndarray, ep: EpochArrays, tf_out: dict[str, Any] | None) -> int:
         """The bytes the epoch's reads must return on this rank: the record bytes of its ids, tf.data's plan, or
         (load=whole) each file's whole-load bytes times it was loaded."""
+        if tf_out is not None and tf_out.get("loader") == "torch":
+            return tf_out["planned"]
         if not self.fmt.loads_whole:
             return int(self.record[ids].sum()) if tf_out is None else tf_out["planned"]
         loads = [fl for lane in self.lanes for fl in lane.whole_loads()]
@@ -221,21 +239,25 @@ class Kernel:
     def _application_layer(self, m: RankEpoch, nbytes: int, wait_ns: int, ids: np.ndarray, ep: EpochArrays,
                            tf_out: dict[str, Any] | None) -> None:
         """Fill ``m``'s application layer: samples, bytes, operations, times in s, and the histogram of latencies
-        (ns): per read, or with reader=tf per batch (tf.data hides the individual reads)."""
+        (ns): per read (reader=torch: per sample, in the worker), or with reader=tf per batch (tf.data hides the
+        individual reads)."""
         lanes = self.lanes
         m.samples = len(ids) if tf_out is None else tf_out["samples"]
         m.bytes_read = nbytes
         m.read_ops = m.samples
-        opens = sum(lane.opens for lane in lanes)
-        m.meta_ops = 2 * opens  # one open and one close per file a lane touched (tf.data's are not seen)
+        torch = tf_out is not None and tf_out.get("loader") == "torch"
+        opens = tf_out["opens"] if torch else sum(lane.opens for lane in lanes)
+        m.meta_ops = 2 * opens  # one open and one close per file a lane (or torch worker) opened (tf.data's unseen)
         lat = np.asarray(ep.lat if tf_out is None else tf_out["lat"], dtype=np.int64)
-        if tf_out is not None:  # tf.data overlaps its reads with everything: its I/O time is the epoch's wall
+        if torch:  # reads in flight in any worker (or the loop itself), counted once, as Darshan counts them
+            m.read_time_s = tf_out["read_ns"] / 1e9
+        elif tf_out is not None:  # tf.data overlaps its reads with everything: its I/O time is the epoch's wall
             m.read_time_s = m.wall_time_s
         elif self.threads:  # overlapping reads of the reader threads count once, as Darshan counts them
             m.read_time_s = busy_ns(np.asarray(ep.start, dtype=np.int64), lat) / 1e9
         else:
             m.read_time_s = float(lat.sum()) / 1e9
-        m.meta_time_s = sum(lane.meta_ns for lane in lanes) / 1e9
+        m.meta_time_s = (tf_out["meta_ns"] if torch else sum(lane.meta_ns for lane in lanes)) / 1e9
         m.wait_time_s = wait_ns / 1e9
         m.hist = histogram(lat).tolist()
 
@@ -278,6 +300,8 @@ class Kernel:
         epoch's bytes against the plan and return the result record (the others return None)."""
         if self.pool is not None:
             self.pool.shutdown()
+        if self.torch is not None:
+            self.torch.close()
         self.compute.close()
         if self.trace:
             # in the run folder of the result; a rerun with --result logs beside the original's, not over them
@@ -293,6 +317,8 @@ class Kernel:
             "cpu_s": sum(resource.getrusage(resource.RUSAGE_SELF)[:2]),
             # the emulated compute: its mode and, with compute=cpu, the burner's calibration (threads, units/s)
             "compute": self.compute_calibration,
+            # reader=torch: the DataLoader's knobs and every worker's opens per epoch
+            **({"torch": self.torch.info()} if self.torch is not None else {}),
         }
         ranks_info = self.comm.gather(own, root=0)
         all_planned = self.comm.gather(self.planned, root=0)

@@ -21,8 +21,8 @@ def epoch_rows(k: Kernel, all_planned: list[list[int]]) -> tuple[list[dict[str, 
     plan, nranks, tf = k.plan, k.nranks, k.tf
     keep = drop_last_keep(plan, k.point, nranks)
     want_samples = nranks * keep if keep is not None else plan.samples
-    if tf is not None and keep is not None:
-        want_samples = None  # tf.data drops each rank's own remainder
+    if (tf is not None and keep is not None) or k.torch is not None:
+        want_samples = None  # tf.data drops each rank's own remainder; reader=torch checks its sampler's ids
     slack = 0
     if tf is not None and plan.format == "tfrecord":
         from experiments.kernel import tfdata  # lazy: TensorFlow

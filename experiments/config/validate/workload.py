@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from ddlio.units import format_size
-from experiments.config.schema import CACHE_POLICIES, MAX_SAMPLE_SIZE, SHUFFLES
+from experiments.config.schema import CACHE_POLICIES, MAX_SAMPLE_SIZE, SHUFFLES, START_METHODS
 from experiments.config.validate.values import choice, int_range, size
 from experiments.formats.base import parse_payload
 
@@ -83,6 +83,9 @@ def check_loop(problems: list[str], w: dict[str, Any]) -> dict[str, Any]:
         "drop_last": bool(w["drop_last"]),
         "trace": bool(w["trace"]),
         "name": str(w["name"]),
+        "persistent_workers": bool(w.get("persistent_workers", False)),
+        "pin_memory": bool(w.get("pin_memory", False)),
+        "start_method": choice(problems, "workload.start_method", w.get("start_method", "fork"), START_METHODS),
     }
 
 
