@@ -259,13 +259,14 @@ def test_format_guideline_recovers_a_lead_from_two_nodes(tmp_path):
     assert all("+20%" in e or "+19%" in e or "+21%" in e for s in layout_stmts for e in s["evidence"])
 
 
-def test_format_guideline_pools_stripe_counts_off_lustre(tmp_path):
+def test_format_guideline_never_pools_stripe_counts_off_lustre_as_repetitions(tmp_path):
+    # off Lustre stripe=1 and stripe=4 are two configurations (the stripe not applied), not four repetitions
     rows = [dict(format=f, stripe_count=s, repeat=i, bandwidth=v + i + s, lustre=False)
             for f, v in (("hdf5", 50.0), ("tfrecord", 500.0)) for s in (1, 4) for i in range(2)]
     fmt = G.format_guidelines(analysis_frame(build_store(tmp_path, rows)))
     r = fmt.iloc[0]
-    assert (r["verdict"], r["best"], r["best_layout"], r["best_n"]) == ("recommend", "tfrecord", "pooled, not Lustre",
-                                                                         4)
+    assert (r["verdict"], r["best"], r["best_layout"], r["best_n"]) == ("recommend", "tfrecord",
+                                                                         "striping not applied", 2)
 
 
 def test_format_verdicts_cite_amplification_where_it_differs_from_1(tmp_path):
