@@ -149,7 +149,14 @@ def varying_knobs(configs: Sequence[Mapping[str, Any]], without: Iterable[str] =
     without = tuple(without)
     per = [knobs(c, without) for c in configs]
     names = sorted({n for k in per for n in k}, key=_rank)
-    vary = [n for n in names if len({k.get(n, "") for k in per}) > 1]
+    fmts = [str(c.get("format")) for c in configs]
+
+    def varies(n: str) -> bool:
+        if n.startswith("format_options."):  # an option is compared within its format (the head names formats)
+            return any(len({k.get(n, "") for k, f in zip(per, fmts, strict=True) if f == g}) > 1 for g in set(fmts))
+        return len({k.get(n, "") for k in per}) > 1
+
+    vary = [n for n in names if varies(n)]
     if "workload_name" in vary:  # a knob that is one value per preset adds nothing to the preset's name
         def told_by_preset(n: str) -> bool:
             seen: dict[str, str] = {}
