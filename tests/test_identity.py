@@ -10,9 +10,9 @@ import pandas as pd
 from analysis.validity import valid_only, verdicts
 from ddlio.evidence import best_of
 from ddlio.identity import cache_text, config_key, knobs, labels
+from ddlio.records import ResultRecord
 from experiments.run.job import point_layout
 from experiments.run.progress import result_line
-from ddlio.records import ResultRecord
 
 BASE = {"format": "tfrecord", "format_options": {"layout": "raw", "verify_crc": True}, "access": "shared",
         "stripe_count": 1, "stripe_size": 1048576, "nodes": 1, "ppn": 1, "repeat": 0, "seed": 42, "samples": 64,
