@@ -125,10 +125,15 @@ def amplification_frame(cfg: pd.DataFrame) -> pd.DataFrame:
     return df[cols].reset_index(drop=True)
 
 
-def config_bars_frame(cfg: pd.DataFrame, format: str, access: str) -> pd.DataFrame:
-    """The configurations of one (format, access) in the paper's order (nodes, ranks, stripe count ...)."""
-    sel = cfg[(cfg["format"] == format) & (cfg["access"] == access)]
-    return sel.reset_index(drop=True)
+def config_bars_frame(cfg: pd.DataFrame, format: str, access: str | None = None) -> pd.DataFrame:
+    """The configurations of one format (and ``access``, if given) in the paper's order (nodes, ranks, stripe
+    count ...), with ``x`` (the paper's ``1N-4P-1OST``, the head of ``label``) and ``series`` (the access mode and
+    the rest of the label: what else tells the configurations at one ``x`` apart), for grouped bars."""
+    sel = cfg[cfg["format"] == format] if access is None else cfg[(cfg["format"] == format) & (cfg["access"] == access)]
+    sel = sel.sort_values(["nodes", "ranks", "stripe_count", "stripe_size", "access", "config_id"])
+    head = sel["label"].astype(str).str.partition(" ")
+    series = (sel["access"].astype(str) + " " + head[2]).str.strip()
+    return sel.assign(x=head[0], series=series).reset_index(drop=True)
 
 
 def series_name(df: pd.DataFrame, dims: list[str], exclude: list[str]) -> pd.Series:

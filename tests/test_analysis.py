@@ -344,7 +344,7 @@ def test_stripe_and_scaling_figures():
     ax = fig.axes[0]
     assert ax.get_title() == "fpp, 1 node" and ax.get_xlabel() == "stripe count (OSTs)"
     assert [t.get_text() for t in ax.get_xticklabels()] == ["default", "1", "8"]
-    assert len(ax.get_lines()) >= 2 and [t.get_text() for t in ax.get_legend().get_texts()] == ["hdf5", "npz"]
+    assert len(ax.get_lines()) >= 2 and [t.get_text() for t in fig.legends[0].get_texts()] == ["hdf5", "npz"]
     fig = draw_scaling(F.best_per_scale(cfg))
     assert fig.axes[0].get_xlabel() == "nodes" and fig.axes[0].get_ylabel() == "bandwidth (MiB/s)"
     assert fig.axes[0].get_ylim()[1] >= 32.0  # best at 4 nodes: stripe 8 -> 32 MiB/s
@@ -378,7 +378,7 @@ def test_figures_command_writes_png_and_svg_and_says_what_it_skipped(tmp_path, c
     assert main(["figures", "--db", str(tmp_path / "r.db"), "--out", str(out)]) == 0
     assert "wrote" in capsys.readouterr().out
     names = sorted(p.name for p in out.iterdir())
-    assert {"config_hdf5_shared.png", "config_hdf5_shared.svg", "stripe_bandwidth_mib_s.png", "scaling.svg",
+    assert {"config_hdf5.png", "config_hdf5.svg", "stripe_bandwidth_mib_s.png", "scaling.svg",
             "best_heatmap.png", "latency.png"} <= set(names)
     assert any(n.startswith("access_") and n.endswith(".png") for n in names)
     assert (out / "latency.png").read_bytes()[:4] == b"\x89PNG"

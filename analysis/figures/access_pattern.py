@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from analysis import frames as F
-from analysis.figures.base import FigureJob, Inputs, _figure, _slug
+from analysis.figures.base import FigureJob, Inputs, _figure, _slug, title
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -19,14 +19,14 @@ MAX_TRACE_RANKS = 8
 MAX_TRACES = 12
 
 
-def draw_access_pattern(trace: pd.DataFrame, title: str) -> Figure:
+def draw_access_pattern(trace: pd.DataFrame, label: str) -> Figure:
     """The access pattern of one run: file offset (MiB) against time (s), a panel per rank (at most
     :data:`MAX_TRACE_RANKS`), coloured by request size (KiB, log scale); ``trace`` from
     :func:`analysis.frames.trace_frame`."""
     from matplotlib.colors import LogNorm  # lazy: matplotlib is heavy; --help stays fast
 
     ranks = sorted(trace["rank"].unique())[:MAX_TRACE_RANKS]
-    fig, axes = _figure(8.0, 1.6 * max(1, len(ranks)) + 1.2, max(1, len(ranks)), 1, sharex=True, right=1.3)
+    fig, axes = _figure(8.0, 1.6 * max(1, len(ranks)) + 1.2, max(1, len(ranks)), 1, sharex=True, left=1.2, right=1.3)
     sizes = trace["size"].clip(lower=1) / 1024
     norm = LogNorm(vmin=float(sizes.min()), vmax=max(float(sizes.max()), float(sizes.min()) * 1.01))
     sc = None
@@ -41,7 +41,7 @@ def draw_access_pattern(trace: pd.DataFrame, title: str) -> Figure:
     if sc is not None:
         fig.colorbar(sc, ax=axes[:, 0].tolist(), label="request size (KiB)")
     shown = "" if trace["rank"].nunique() <= MAX_TRACE_RANKS else f" (first {MAX_TRACE_RANKS} ranks)"
-    fig.suptitle(f"access pattern: {title}{shown}")
+    title(fig, f"access pattern: {label}{shown}")
     return fig
 
 
