@@ -86,7 +86,7 @@ def test_no_text_is_clipped_in_any_figure(figures):
                 where = f"{kind}/{name}: {t.get_text()[:60]!r} at {box.bounds}"
                 assert tight.x0 - 1 <= box.x0 and box.x1 <= tight.x1 + 1 and tight.y0 - 1 <= box.y0, where
                 assert box.y1 <= tight.y1 + 1, where
-                assert 0 <= box.x0 and box.x1 <= canvas.x1 + 0.5 and 0 <= box.y0 and box.y1 <= canvas.y1 + 0.5, where
+                assert box.x0 >= 0 and box.x1 <= canvas.x1 + 0.5 and box.y0 >= 0 and box.y1 <= canvas.y1 + 0.5, where
 
 
 def test_clipping_check_can_fail():

@@ -81,12 +81,14 @@ def legend_width(names: Iterable[str], fontsize: float = 8.0) -> float:
 def legend(fig: Figure, colours: dict[str, str], names: Iterable[str], kind: str = "patch", title: str = "",
            fontsize: float = 8.0) -> None:
     """One legend for the whole figure, at its right (in the margin :func:`legend_width` reserved), an entry per
-    series of ``names`` in its :func:`colour_map` colour; ``kind`` is ``patch`` (bars), ``line`` (with markers) or ``step``."""
+    series of ``names`` in its :func:`colour_map` colour; ``kind`` is ``patch`` (bars), ``line`` (with markers)
+    or ``step`` (lines without markers)."""
     from matplotlib.lines import Line2D  # lazy: matplotlib is heavy; --help stays fast
     from matplotlib.patches import Patch  # lazy: matplotlib is heavy; --help stays fast
 
     names = list(dict.fromkeys(str(n) for n in names))
-    handles = [Patch(color=colours[n]) if kind == "patch" else Line2D([], [], color=colours[n], marker="o" if kind == "line" else None)
+    marker = "o" if kind == "line" else None
+    handles = [Patch(color=colours[n]) if kind == "patch" else Line2D([], [], color=colours[n], marker=marker)
                for n in names]
     right = fig.subplotpars.right
     fig.legend(handles, names, loc="upper left", bbox_to_anchor=(right + 0.01, fig.subplotpars.top),

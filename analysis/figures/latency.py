@@ -23,7 +23,7 @@ def draw_latency(frame: pd.DataFrame) -> Figure:
     right = legend_width(names) + 0.2
     fig, axes = _figure(7.0 + right, 4.5, right=right)
     ax = axes[0, 0]
-    for (series, s), name in zip(frame.groupby("series", sort=True), names, strict=True):
+    for (_, s), name in zip(frame.groupby("series", sort=True), names, strict=True):
         ax.step(s["upper_us"], s["cdf"], where="post", label=name, color=colours[name])
     ax.set_xscale("log")
     ax.set_ylim(0, 1.02)
