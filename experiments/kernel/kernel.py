@@ -226,13 +226,18 @@ class Kernel:
         opens = sum(lane.opens for lane in lanes)
         m.meta_ops = 2 * opens  # one open and one close per file a lane touched (tf.data's are not seen)
         lat = np.asarray(ep.lat if tf_out is None else tf_out["lat"], dtype=np.int64)
-        if tf_out is not None:  # tf.data overlaps its reads with everything: its I/O time is the epoch's wall
-            m.read_time_s = m.wall_time_s
+        m.meta_time_s = sum(lane.meta_ns for lane in lanes) / 1e9
+        if tf_out is not None:  # tf.data overlaps its reads (and the generator's opens) with everything: its I/O
+            m.meta_time_s = min(m.meta_time_s, m.wall_time_s)  # time is the epoch's wall, opens included
+            m.read_time_s = m.wall_time_s - m.meta_time_s
         elif self.threads:  # overlapping reads of the reader threads count once, as Darshan counts them
             m.read_time_s = busy_ns(np.asarray(ep.start, dtype=np.int64), lat) / 1e9
+            # the lanes open files concurrently, overlapping each other and other lanes' reads: summed, their
+            # times can exceed the epoch; I/O time is at most the epoch it lies in
+            m.meta_time_s = min(m.meta_time_s, m.wall_time_s)
+            m.read_time_s = min(m.read_time_s, m.wall_time_s - m.meta_time_s)
         else:
             m.read_time_s = float(lat.sum()) / 1e9
-        m.meta_time_s = sum(lane.meta_ns for lane in lanes) / 1e9
         m.wait_time_s = wait_ns / 1e9
         m.hist = histogram(lat).tolist()
 
