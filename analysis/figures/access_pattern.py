@@ -23,12 +23,14 @@ def draw_access_pattern(trace: pd.DataFrame, label: str) -> Figure:
     """The access pattern of one run: file offset (MiB) against time (s), a panel per rank (at most
     :data:`MAX_TRACE_RANKS`), coloured by request size (KiB, log scale); ``trace`` from
     :func:`analysis.frames.trace_frame`."""
-    from matplotlib.colors import LogNorm  # lazy: matplotlib is heavy; --help stays fast
+    from matplotlib.colors import LogNorm, Normalize  # lazy: matplotlib is heavy; --help stays fast
 
     ranks = sorted(trace["rank"].unique())[:MAX_TRACE_RANKS]
     fig, axes = _figure(8.0, 1.6 * max(1, len(ranks)) + 1.2, max(1, len(ranks)), 1, sharex=True, left=1.2, right=1.3)
     sizes = trace["size"].clip(lower=1) / 1024
-    norm = LogNorm(vmin=float(sizes.min()), vmax=max(float(sizes.max()), float(sizes.min()) * 1.01))
+    lo, hi = float(sizes.min()), float(sizes.max())
+    # one size (or nearly): a linear bar around it reads better than a log bar of 1.6×10¹ ticks
+    norm = LogNorm(vmin=lo, vmax=hi) if hi >= 2 * lo else Normalize(vmin=lo * 0.9, vmax=hi * 1.1)
     sc = None
     t0 = float(trace["start_s"].min()) if len(trace) else 0.0
     for ax, rank in zip(axes[:, 0], ranks, strict=False):
