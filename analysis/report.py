@@ -3,8 +3,8 @@
 Sections, answers first: what to use per scenario with its evidence (:mod:`analysis.report_sections`), the figures
 (PNG embedded as base64 data URIs; the overview of every format on one scale first), the guidelines (statements, the
 stripe layout and format per scenario with their intervals and verdicts, the validity of the points), what was swept
-(sweeps and configurations), and the provenance of the measurements (package versions, hosts, OS, git commit, file systems and the Lustre layouts
-applied). No script, no external stylesheet, font or image: the page needs no network.
+(sweeps and configurations), and the provenance of the measurements (package versions, hosts, OS, git commit, file
+systems and the Lustre layouts applied). No script, no external stylesheet, font or image: the page needs no network.
 """
 
 from __future__ import annotations
