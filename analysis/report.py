@@ -45,6 +45,8 @@ ul.answers li{padding:.2rem .4rem;margin:.2rem 0;list-style:none;overflow-wrap:a
 figure{margin:1.2rem 0}figure img{max-width:100%;height:auto;border:1px solid #ddd}
 figcaption{font-size:.85rem;color:#555}details{margin:1rem 0}summary{cursor:pointer;font-weight:600}
 .note{color:#666;font-size:.85rem;overflow-wrap:anywhere}code{background:#f3f3f3;padding:0 .2rem;overflow-wrap:anywhere}
+@media (max-width:700px){body{margin:1rem auto;padding:0 .5rem}table{font-size:.66rem}th,td{padding:.1rem .15rem}
+ul.answers{padding-left:0}}
 """
 
 

@@ -68,10 +68,20 @@ _MEASURE = """<script>
 const out = [...document.querySelectorAll('table')].map((t, i) => ({
   i, head: t.querySelector('th') ? t.querySelector('th').textContent : '', scroll: t.scrollWidth,
   client: t.parentElement.clientWidth, right: Math.round(t.getBoundingClientRect().right),
-  page: document.documentElement.clientWidth}));
+  page: Math.min(document.documentElement.clientWidth, document.documentElement.getBoundingClientRect().width)}));
 const pre = document.createElement('pre'); pre.id = 'measure'; pre.textContent = JSON.stringify(out);
 document.body.appendChild(pre);
 </script>"""
+
+
+def at_width(page: Path, tmp_path: Path, width: int, script: str = "") -> Path:
+    """A copy of ``page`` laid out ``width`` px wide (headless Chromium's window is at least 500 px wide, so a
+    phone's width is set on the root element), with ``script`` appended."""
+    probe = tmp_path / f"probe-{width}-{len(script)}.html"
+    style = f"<style>html{{width:{width}px}}</style>"
+    probe.write_text(page.read_text(encoding="utf-8").replace("</head>", style + "</head>")
+                     .replace("</body>", script + "</body>"), encoding="utf-8")
+    return probe
 
 
 def measure_tables(page: Path, tmp_path: Path, width: int) -> list[dict]:
@@ -79,8 +89,7 @@ def measure_tables(page: Path, tmp_path: Path, width: int) -> list[dict]:
     clientWidth and its right edge (a copy of the page with a measuring script, read back with --dump-dom)."""
     import json
 
-    probe = tmp_path / f"probe-{width}.html"
-    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", _MEASURE + "</body>"), encoding="utf-8")
+    probe = at_width(page, tmp_path, width, _MEASURE)
     cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
            "--disable-component-update", "--disable-sync", "--no-first-run",
            f"--user-data-dir={tmp_path / 'chromium-probe'}", f"--window-size={width},2000",
@@ -111,7 +120,8 @@ def test_no_table_overflows_at_desktop_and_phone_width(report: Path, tmp_path: P
     profile = tmp_path / "chromium-shot"
     subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                     "--no-first-run", f"--user-data-dir={profile}", f"--window-size={width},2400",
-                    f"--screenshot={shot}", report.as_uri()], capture_output=True, timeout=120, check=True)
+                    f"--screenshot={shot}", at_width(report, tmp_path, width).as_uri()], capture_output=True,
+                   timeout=120, check=True)
     assert shot.stat().st_size > 10_000
     tables = measure_tables(report, tmp_path, width)
     assert len(tables) >= 5
@@ -122,7 +132,7 @@ def test_no_table_overflows_at_desktop_and_phone_width(report: Path, tmp_path: P
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 def test_overflow_check_can_fail(tmp_path: Path):
     wide = tmp_path / "wide.html"
-    wide.write_text("<!DOCTYPE html><html><body style='width:300px'><div><table style='width:900px'><tr><td>x</td>"
-                    "</tr></table></div></body></html>")
+    wide.write_text("<!DOCTYPE html><html><head></head><body><div><table style='width:450px'><tr><td>x</td>"
+                    "</tr></table></div></body></html>")  # fits Chromium's 500 px window, not a 390 px phone
     (t,) = measure_tables(wide, tmp_path, 390)
-    assert t["scroll"] > t["client"]
+    assert t["scroll"] > t["client"] and t["right"] > t["page"]
