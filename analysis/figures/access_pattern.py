@@ -66,7 +66,7 @@ def plan(inp: Inputs) -> list[FigureJob]:
     found = F.find_traces(inp.points)
     if found.empty:
         return [FigureJob("access_pattern", "access pattern", skipped="no access logs (trace*.csv) in the "
-                          "points' run folders: run the sweep with trace=true")]
+                          "points' run folders: run the sweep with workload.trace=true")]
     jobs = [_trace_job(row.point_key, row.path, row.label) for row in found.head(MAX_TRACES).itertuples(index=False)]
     if len(found) > MAX_TRACES:
         jobs.append(FigureJob("access_more", "access pattern", skipped=f"{len(found) - MAX_TRACES} more access "
