@@ -14,8 +14,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import select
 
-from analysis.frames import configs
-from analysis.query import CONFIG_COLUMNS
+from analysis.frames import config_columns, configs
 from ddlio.store import Epoch, StoreReader
 
 #: a first read is flagged when it differs from the repeats' mean by more than this many of their standard
@@ -44,8 +43,8 @@ def first_read_frame(points: pd.DataFrame, epochs: pd.DataFrame) -> pd.DataFrame
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
     cfg = configs(points)
     cfg = cfg.assign(label=cfg["format"].astype(str) + "/" + cfg["access"].astype(str) + " " + cfg["label"])
-    ids = points[["point_key", *CONFIG_COLUMNS]].merge(cfg[["config_id", "label", *CONFIG_COLUMNS]],
-                                                       on=CONFIG_COLUMNS, how="left")
+    by = config_columns(points)
+    ids = points[["point_key", *by]].merge(cfg[["config_id", "label", *by]], on=by, how="left")
     e = epochs.dropna(subset=["first_read"]).merge(ids[["point_key", "config_id", "label"]], on="point_key")
     e["first_read"] = e["first_read"].astype(bool)
     rows = []

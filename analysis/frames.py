@@ -72,29 +72,40 @@ def varying(df: pd.DataFrame, dims: list[str]) -> list[str]:
     return [d for d in dims if d in df.columns and df[d].nunique(dropna=False) > 1]
 
 
+def config_columns(points: pd.DataFrame) -> list[str]:
+    """The :data:`CONFIG_COLUMNS` that ``points`` has: with ``config_key`` (:mod:`ddlio.identity`), repetitions are
+    exactly the points of one configuration; frames built by hand may lack it."""
+    return CONFIG_COLUMNS + (["config_key"] if "config_key" in points.columns else [])
+
+
 def configs(points: pd.DataFrame, metrics: list[str] | None = None) -> pd.DataFrame:
     """One row per configuration: :data:`CONFIG_COLUMNS`, ``label`` (paper style, plus whatever else varies),
     ``n`` repetitions, and ``<metric>_mean`` / ``<metric>_std`` for each metric (default: those of :data:`METRICS`
     that ``points`` has)."""
     metrics = metrics or [m for m in METRICS if m in points.columns]
-    cols = ["config_id", *CONFIG_COLUMNS, "label", "n"] + [f"{m}_{s}" for m in metrics for s in ("mean", "std")]
+    by = config_columns(points)
+    cols = ["config_id", *by, "label", "n"] + [f"{m}_{s}" for m in metrics for s in ("mean", "std")]
     cols.append("striping_applicable")
     if points.empty:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
-    g = points.groupby(CONFIG_COLUMNS, sort=True, dropna=False)
+    g = points.groupby(by, sort=True, dropna=False)
     agg = g[metrics].agg(["mean", "std"])
     agg.columns = [f"{m}_{s}" for m, s in agg.columns]
     out = agg.reset_index()
-    out.insert(len(CONFIG_COLUMNS), "n", g.size().to_numpy())
+    out.insert(len(by), "n", g.size().to_numpy())
     # False when any repetition ran where striping was not applied (not Lustre): its stripe count means nothing
     applicable = points.get("striping_applicable", pd.Series(True, index=points.index)).fillna(False).astype(bool)
-    out["striping_applicable"] = applicable.groupby([points[c] for c in CONFIG_COLUMNS], sort=True,
+    out["striping_applicable"] = applicable.groupby([points[c] for c in by], sort=True,
                                                     dropna=False).all().to_numpy()
     out.insert(0, "config_id", np.arange(len(out)))
-    label = paper_label(out["nodes"], out["ranks"], out["stripe_count"])
-    for dim in varying(out, _LABEL_DIMS):
-        label = label + " " + _dim_text(dim, out[dim])
-    out.insert(len(CONFIG_COLUMNS) + 1, "label", label)
+    if "label" in points.columns and "config" in points.columns:  # ddlio.identity's: unique per configuration
+        label = g["label"].first().to_numpy()
+        label = pd.Series(label).str.split(" ", n=1).str[1].fillna("").to_numpy()  # the panel names format/access
+    else:  # frames built without the stored config (tests of the drawing alone)
+        label = paper_label(out["nodes"], out["ranks"], out["stripe_count"])
+        for dim in varying(out, _LABEL_DIMS):
+            label = label + " " + _dim_text(dim, out[dim])
+    out.insert(len(by) + 1, "label", label)
     dup = out.duplicated(["format", "access", "label"], keep=False)
     if dup.any():  # configurations that differ only in a knob not shown (batch, seed ...): number them
         out.loc[dup, "label"] = out.loc[dup, "label"] + " #" + out.loc[dup, "config_id"].astype(str)
@@ -114,10 +125,15 @@ def amplification_frame(cfg: pd.DataFrame) -> pd.DataFrame:
     return df[cols].reset_index(drop=True)
 
 
-def config_bars_frame(cfg: pd.DataFrame, format: str, access: str) -> pd.DataFrame:
-    """The configurations of one (format, access) in the paper's order (nodes, ranks, stripe count ...)."""
-    sel = cfg[(cfg["format"] == format) & (cfg["access"] == access)]
-    return sel.reset_index(drop=True)
+def config_bars_frame(cfg: pd.DataFrame, format: str, access: str | None = None) -> pd.DataFrame:
+    """The configurations of one format (and ``access``, if given) in the paper's order (nodes, ranks, stripe
+    count ...), with ``x`` (the paper's ``1N-4P-1OST``, the head of ``label``) and ``series`` (the access mode and
+    the rest of the label: what else tells the configurations at one ``x`` apart), for grouped bars."""
+    sel = cfg[cfg["format"] == format] if access is None else cfg[(cfg["format"] == format) & (cfg["access"] == access)]
+    sel = sel.sort_values(["nodes", "ranks", "stripe_count", "stripe_size", "access", "config_id"])
+    head = sel["label"].astype(str).str.partition(" ")
+    series = (sel["access"].astype(str) + " " + head[2]).str.strip()
+    return sel.assign(x=head[0], series=series).reset_index(drop=True)
 
 
 def series_name(df: pd.DataFrame, dims: list[str], exclude: list[str]) -> pd.Series:

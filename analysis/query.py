@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -9,6 +10,7 @@ import pandas as pd
 from sqlalchemy import Text, cast, or_, select
 
 from analysis.where import Filter
+from ddlio.identity import config_key, labels
 from ddlio.store import Environment, Epoch, Measurement, Point, StoreReader
 
 #: The columns of ``summary`` (and of its csv), in order.
@@ -18,7 +20,7 @@ SUMMARY_COLUMNS = [
     "posix_reads", "posix_bytes_read", "amplification",
     "io_time_slowest_s", "bandwidth_mib_s", "iops", "wall_time_s", "samples_per_s", "au", "lat_p50_us",
     "lat_p99_us", "cache", "first_read", "overlapping", "fs_type", "job_id", "job_state", "error", "finished_utc",
-    "measurement_id", "source", "settle",
+    "measurement_id", "source", "settle", "validity", "invalid_reasons",
 ]
 
 
@@ -59,9 +61,18 @@ def epochs_frame(store: StoreReader) -> pd.DataFrame:
 
 
 def summary_frame(store: StoreReader) -> pd.DataFrame:
-    """The ``summary`` table: one row per point, :data:`SUMMARY_COLUMNS` in order."""
+    """The ``summary`` table: one row per point, :data:`SUMMARY_COLUMNS` in order; ``label`` is
+    :func:`ddlio.identity.labels` among all the store's points, ``validity`` and ``invalid_reasons`` those of
+    :mod:`analysis.validity` (empty for points not completed)."""
     df = points_frame(store)
     df["source"] = df["source"].fillna("ddlio")  # stores older than the column hold only ddlio's own points
+    with store.session() as s:
+        configs = dict(s.execute(select(Point.point_key, cast(Point.config, Text))).all())
+    df["config"] = df["point_key"].map(configs)
+    df["label"] = relabel(df) if len(df) else df["label"]
+    done = analysis_frame(store) if len(df) else pd.DataFrame(columns=["point_key"])
+    for c in ("validity", "invalid_reasons"):
+        df[c] = df["point_key"].map(dict(zip(done["point_key"], done.get(c, pd.Series(dtype=object)), strict=True)))
     return df.reindex(columns=SUMMARY_COLUMNS).reset_index(drop=True)
 
 
@@ -77,7 +88,8 @@ METRIC_COLUMNS = [
     "bandwidth_mib_s", "iops", "io_time_slowest_s", "wall_time_s", "samples_per_s", "au", "lat_p50_us",
     "lat_p90_us", "lat_p99_us", "posix_reads", "posix_bytes_read", "amplification",
 ]
-_ANALYSIS_EXTRA = ["point_key", "label", "status", "repeat", "cache", "overlapping", "fs_type", "striping_applicable",
+_ANALYSIS_EXTRA = ["point_key", "config_key", "label", "status", "config", "validity", "invalid_reasons", "repeat",
+                   "cache", "overlapping", "fs_type", "striping_applicable",
                    "run_dir", "first_read", "env_id", "measurement_id"]
 #: The columns of :func:`analysis_frame`, in order: what ``--where`` may name.
 ANALYSIS_COLUMNS = list(dict.fromkeys(_ANALYSIS_EXTRA + CONFIG_COLUMNS + METRIC_COLUMNS))
@@ -103,8 +115,10 @@ def analysis_frame(store: StoreReader, where: str | Filter | None = None) -> pd.
     checked = parse_where(where)
     cols = []
     for name in ANALYSIS_COLUMNS:
+        if name in DERIVED_COLUMNS:
+            continue
         col = Point.__table__.columns[name]
-        cols.append(cast(col, Text).label(name) if name == "format_options" else col)
+        cols.append(cast(col, Text).label(name) if name in ("format_options", "config") else col)
     # the sweep's own points: observed runs (imported Darshan logs) are shown beside them, never compared as them
     own = or_(Point.source.is_(None), Point.source != "darshan")
     stmt = select(*cols).where(Point.status == "completed", own).order_by(Point.point_key)
@@ -112,7 +126,37 @@ def analysis_frame(store: StoreReader, where: str | Filter | None = None) -> pd.
     df["striping_applicable"] = df["striping_applicable"].astype("boolean")
     for c in METRIC_COLUMNS:
         df[c] = df[c].astype("float64")
+    df = with_identity(df, _memory(store) if len(df) else {})
     return checked.apply(df) if checked else df
+
+
+def _memory(store: StoreReader) -> dict[str, float]:
+    """Each environment's node memory in bytes (its ``raw.memory_bytes``; environments without it left out)."""
+    with store.session() as s:
+        rows = s.execute(select(Environment.id, Environment.raw)).all()
+    return {i: float(raw["memory_bytes"]) for i, raw in rows if isinstance(raw, dict) and raw.get("memory_bytes")}
+
+
+#: columns of :func:`analysis_frame` computed from the stored config (:mod:`ddlio.identity`) and the verdict
+DERIVED_COLUMNS = ("config_key", "validity", "invalid_reasons")
+
+
+def with_identity(df: pd.DataFrame, memory_bytes: dict[str, float] | None = None) -> pd.DataFrame:
+    """``df`` (a frame with the stored ``config`` as JSON text) with ``config_key`` (the point without ``repeat``)
+    and ``label`` (:func:`ddlio.identity.labels` among all of ``df``'s points) and the validity verdict
+    (:func:`analysis.validity.verdicts`): ``validity`` valid | invalid and ``invalid_reasons`` ("; "-joined)."""
+    from analysis.validity import verdicts  # lazy: validity reads this module's frames
+
+    configs = [json.loads(c) if isinstance(c, str) and c else {} for c in df.get("config", pd.Series(dtype=str))]
+    df = df.assign(config_key=[config_key(c) for c in configs], label=labels(configs) if configs else [])
+    v = verdicts(df, memory_bytes)
+    return df.assign(validity=v["validity"].to_numpy(), invalid_reasons=v["invalid_reasons"].to_numpy())
+
+
+def relabel(df: pd.DataFrame) -> pd.Series:
+    """Labels of ``df``'s points among themselves only (:func:`ddlio.identity.labels`), e.g. for one figure."""
+    configs = [json.loads(c) if isinstance(c, str) and c else {} for c in df["config"]]
+    return pd.Series(labels(configs), index=df.index, dtype=object)
 
 
 def observed_frame(store: StoreReader) -> pd.DataFrame:

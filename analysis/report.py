@@ -1,9 +1,10 @@
 """``python -m analysis report --out report.html``: one self-contained HTML file, readable offline.
 
-Sections: what was swept (sweeps and configurations), the guidelines (stripe layout and format per scenario, with
-their intervals and verdicts, then the statements), the figures (PNG embedded as base64 data URIs), and the
-provenance of the measurements (package versions, hosts, OS, git commit, file systems and the Lustre layouts
-applied). No script, no external stylesheet, font or image: the page needs no network.
+Sections, answers first: what to use per scenario with its evidence (:mod:`analysis.report_sections`), the figures
+(PNG embedded as base64 data URIs; the overview of every format on one scale first), the guidelines (statements, the
+stripe layout and format per scenario with their intervals and verdicts, the validity of the points), what was swept
+(sweeps and configurations), and the provenance of the measurements (package versions, hosts, OS, git commit, file
+systems and the Lustre layouts applied). No script, no external stylesheet, font or image: the page needs no network.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from analysis import guidelines as G
 from analysis.diagnose.cli import report_section as diagnosis_section
 from analysis.figures import build_figures, png_bytes
 from analysis.query import analysis_frame, environments_frame, hist_frame, observed_frame, parse_where, summary_frame
+from analysis.report_sections import answers_section, readable, validity_section
 from ddlio.secrets import mask
 from ddlio.store import Point, StoreReader, Sweep, describe, open_store_for_reading
 
@@ -35,12 +37,17 @@ _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:1200px;color:#222;
 line-height:1.4;padding:0 1rem}
 h1{font-size:1.6rem}h2{border-bottom:2px solid #4477aa;padding-bottom:.2rem;margin-top:2.2rem}
-table{border-collapse:collapse;font-size:.82rem;margin:.6rem 0;display:block;overflow-x:auto}
-th,td{border:1px solid #ccc;padding:.25rem .45rem;text-align:left;vertical-align:top}
+table{border-collapse:collapse;font-size:.82rem;margin:.6rem 0;width:100%;table-layout:auto}
+th,td{border:1px solid #ccc;padding:.25rem .45rem;text-align:left;vertical-align:top;overflow-wrap:anywhere;
+word-break:normal}
 th{background:#eef2f7}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .recommend{background:#e3f4e1}.keep{background:#eef6ff}.undecided{background:#fdf0dd}
-figure{margin:1.2rem 0}figure img{max-width:100%;border:1px solid #ddd}figcaption{font-size:.85rem;color:#555}
-.note{color:#666;font-size:.85rem}code{background:#f3f3f3;padding:0 .2rem}
+ul.answers li{padding:.2rem .4rem;margin:.2rem 0;list-style:none;overflow-wrap:anywhere}
+figure{margin:1.2rem 0}figure img{max-width:100%;height:auto;border:1px solid #ddd}
+figcaption{font-size:.85rem;color:#555}details{margin:1rem 0}summary{cursor:pointer;font-weight:600}
+.note{color:#666;font-size:.85rem;overflow-wrap:anywhere}code{background:#f3f3f3;padding:0 .2rem;overflow-wrap:anywhere}
+@media (max-width:700px){body{margin:1rem auto;padding:0 .5rem}table{font-size:.66rem}th,td{padding:.1rem .15rem}
+ul.answers{padding-left:0}}
 """
 
 
@@ -54,6 +61,7 @@ def _e(v: Any) -> str:
 
 def html_table(df: pd.DataFrame, row_class: pd.Series | None = None) -> str:
     """``df`` as an HTML table (escaped; numbers right-aligned, 4 significant digits)."""
+    df = readable(df)
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
     body = []
     for i, row in enumerate(df.itertuples(index=False)):
@@ -126,9 +134,13 @@ def build_report(store: StoreReader, where: str | None = None, title: str = "ddl
                  + f". Points in the store: {len(summary)} ("
                  + ", ".join(f"{n} {html.escape(str(k))}" for k, n in sorted(counts.items()))
                  + f"); {len(points)} completed points analysed.</p>")
-    parts += _swept_section(store, points, summary)
-    parts += _guidelines_section(store, points, G.Settings())
+    st = G.Settings()
+    valid, invalid_note = _valid(points)
+    lay, fmt, stmts = G.compute(valid, st) if len(valid) else (pd.DataFrame(), pd.DataFrame(), [])
+    parts += answers_section(lay, fmt, st.metric, invalid_note) if len(points) else []
     parts += _figures_section(store, points)
+    parts += _guidelines_section(store, points, st, (lay, fmt, stmts))
+    parts += _swept_section(store, points, summary)
     parts.append(diagnosis_section(store, where))  # the diagnosis: its own package (analysis.diagnose)
     parts.append("<h2>Provenance</h2><h3>Environments</h3>")
     parts.append(html_table(provenance_frame(store)))
@@ -175,12 +187,19 @@ def _swept_section(store: StoreReader, points: pd.DataFrame, summary: pd.DataFra
     return parts
 
 
-def _guidelines_section(store: StoreReader, points: pd.DataFrame, st: G.Settings) -> list[str]:
+def _valid(points: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    from analysis.validity import valid_only  # lazy: validity reads query's frames
+
+    return valid_only(points)
+
+
+def _guidelines_section(store: StoreReader, points: pd.DataFrame, st: G.Settings,
+                        computed: tuple[pd.DataFrame, pd.DataFrame, list[dict]]) -> list[str]:
     """The guidelines: the statements, then the stripe layout and the format per scenario."""
     parts = ["<h2>Guidelines</h2>"]
     if points.empty:
         return [*parts, "<p>No completed points: nothing to recommend.</p>"]
-    lay, fmt, stmts = G.compute(points, st)
+    lay, fmt, stmts = computed
     parts.append(f"<p class='note'>{html.escape(F.METRICS[st.metric][0])}: mean of repetitions "
                  f"[{st.confidence:.0%} bootstrap interval, {st.n_boot} resamples, seed {st.seed}]. "
                  "<b>cannot decide</b> means the data do not separate the best choice from another: intervals "
@@ -194,10 +213,19 @@ def _guidelines_section(store: StoreReader, points: pd.DataFrame, st: G.Settings
     parts.append("</ul>" if stmts else "<li>none: nothing is decided yet</li></ul>")
     lcols = ["access", "format", "nodes", "ppn", "size_class", "verdict", "best", "best_mean", "best_lo",
              "best_hi", "baseline", "gain_pct", "gain_lo_pct", "gain_hi_pct", "reason"]
-    parts.append("<h3>Stripe layout per scenario</h3>" + html_table(lay[lcols], _verdict_class(lay["verdict"])))
+    lcols = [c for c in lcols if c in lay.columns]
+    fcols_ok = set(fmt.columns)
+    parts.append("<h3>Stripe layout per scenario</h3>" + (html_table(lay[lcols], _verdict_class(lay["verdict"]))
+                                                          if len(lay) else "<p>none measured</p>"))
     fcols = ["access", "nodes", "ppn", "size_class", "verdict", "best", "best_layout", "best_mean", "best_lo",
              "best_hi", "runner_up", "gain_pct", "gain_lo_pct", "gain_hi_pct", "reason"]
-    parts.append("<h3>Format per scenario</h3>" + html_table(fmt[fcols], _verdict_class(fmt["verdict"])))
+    fcols = [c for c in fcols if c in fcols_ok]
+    parts.append("<h3>Format per scenario</h3>" + (html_table(fmt[fcols], _verdict_class(fmt["verdict"]))
+                                                   if len(fmt) else "<p>none measured</p>"))
+    text, bad = validity_section(points)
+    parts.append(f"<h3>Validity</h3><p class='note'>{html.escape(text)}</p>")
+    if len(bad):
+        parts.append(html_table(bad.head(MAX_CONFIG_ROWS)))
     return parts
 
 
@@ -205,13 +233,23 @@ def _figures_section(store: StoreReader, points: pd.DataFrame) -> list[str]:
     """The figures, embedded as base64 PNG (or why each was not drawn)."""
     parts = ["<h2>Figures</h2>"]
     keys, hists = hist_frame(store, points["point_key"].tolist())
-    for d in build_figures(points, keys, hists):
+    drawn = list(build_figures(points, keys, hists))
+    # many per-format figures of few bars each: the overview (small multiples, one scale) stands for them
+    per_format = [d for d in drawn if d.name.startswith("config_") and d.figure is not None]
+    fold = any(d.name == "overview_bandwidth" for d in drawn) and len(per_format) > 2 and \
+        F.configs(points).groupby("format").size().max() <= 4
+    folded = []
+    for d in drawn:
         if d.figure is None:
             parts.append(f"<p class='note'>Not drawn: {html.escape(d.caption)}: {html.escape(d.skipped or '')}</p>")
             continue
         b64 = base64.b64encode(png_bytes(d.figure)).decode("ascii")
-        parts.append(f"<figure id='{html.escape(d.name)}'><img alt='{html.escape(d.caption)}' "
-                     f"src='data:image/png;base64,{b64}'><figcaption>{html.escape(d.caption)}</figcaption></figure>")
+        fig = (f"<figure id='{html.escape(d.name)}'><img alt='{html.escape(d.caption)}' "
+               f"src='data:image/png;base64,{b64}'><figcaption>{html.escape(d.caption)}</figcaption></figure>")
+        (folded if fold and d in per_format else parts).append(fig)
+    if folded:
+        parts.append(f"<details><summary>Each format's IOPS, I/O time and runtime ({len(folded)} figures)</summary>"
+                     + "".join(folded) + "</details>")
     return parts
 
 

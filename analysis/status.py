@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from analysis.query import summary_frame
 from ddlio.jobstates import JobWatcher
 from ddlio.store import Point, Sweep, SweepPoint, open_store_for_reading
 
@@ -29,6 +30,10 @@ def main(args: argparse.Namespace) -> int:
             print("no sweeps in the store" + (f" with id {args.sweep}" if args.sweep else ""))
             return 0 if not args.sweep else 2
         slurm = _slurm_states(s, [sw.id for sw in sweeps])
+        summary = summary_frame(store)
+        label = dict(zip(summary["point_key"], summary["label"], strict=True))
+        validity = dict(zip(summary["point_key"], summary["validity"], strict=True))
+        reasons = dict(zip(summary["point_key"], summary["invalid_reasons"], strict=True))
         for sw in sweeps:
             rows = s.execute(
                 select(SweepPoint.action, Point.status, Point.label, Point.repeat, Point.job_id, Point.job_state,
@@ -38,16 +43,25 @@ def main(args: argparse.Namespace) -> int:
                 .order_by(Point.label)
             ).all()
             counts: dict[str, int] = {}
+            invalid = []
             for r in rows:
                 state = "skipped (measured before)" if r.action == "skip" else _state(r.status, r.job_state)
                 counts[state] = counts.get(state, 0) + 1
+                if validity.get(r.point_key) == "invalid":
+                    invalid.append(r)
             ended = sw.finished_utc.strftime("%H:%M:%S") if sw.finished_utc else "driver not finished"
             print(f"sweep {sw.id}  started {sw.started_utc:%Y-%m-%d %H:%M:%S} UTC ({ended}), {sw.n_points} points: "
                   + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+            n_valid = sum(validity.get(r.point_key) == "valid" for r in rows)
+            if n_valid or invalid:
+                print(f"  validity: {n_valid} valid, {len(invalid)} invalid")
+            for r in invalid:
+                print(f"    invalid    {label.get(r.point_key, r.label)} repeat={r.repeat}: {reasons[r.point_key]}")
             for r in rows:
                 if r.action == "skip" or r.status == "completed":
                     continue
-                line = f"    {_state(r.status, r.job_state):10s} {r.label} repeat={r.repeat} job {r.job_id or '-'}"
+                line = (f"    {_state(r.status, r.job_state):10s} {label.get(r.point_key, r.label)} "
+                        f"repeat={r.repeat} job {r.job_id or '-'}")
                 if r.status == "failed" and r.error:
                     line += f": {r.error.strip().splitlines()[0][:100]}"
                 elif r.status == "submitted" and r.job_id in slurm:

@@ -12,7 +12,7 @@ from analysis.query import analysis_frame, summary_frame
 from ddlio.store import open_store_for_reading
 
 SHORT = ["status", "label", "repeat", "bytes_read", "bandwidth_mib_s", "iops", "io_time_slowest_s",
-         "wall_time_s", "cache", "settle", "first_read", "error"]
+         "wall_time_s", "cache", "settle", "first_read", "validity", "error"]
 
 
 def unsettled(df: pd.DataFrame) -> pd.Series:
@@ -42,6 +42,7 @@ def main(args: argparse.Namespace) -> int:
         cold = unsettled(df)
         t.loc[cold, "label"] = t.loc[cold, "label"] + " (unsettled)"  # told apart from a settled measurement
         t["error"] = t["error"].fillna("").str.split("\n").str[0].str.slice(0, 60)
+        t["validity"] = t["validity"].where(df["validity"] != "invalid", "invalid: " + df["invalid_reasons"].fillna(""))
         with_counts = t["status"].value_counts().to_dict()
         print(t.to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="-"))
         print(f"\n{len(df)} points: " + ", ".join(f"{n} {k}" for k, n in sorted(with_counts.items())))

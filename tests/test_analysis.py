@@ -259,13 +259,14 @@ def test_format_guideline_recovers_a_lead_from_two_nodes(tmp_path):
     assert all("+20%" in e or "+19%" in e or "+21%" in e for s in layout_stmts for e in s["evidence"])
 
 
-def test_format_guideline_pools_stripe_counts_off_lustre(tmp_path):
+def test_format_guideline_never_pools_stripe_counts_off_lustre_as_repetitions(tmp_path):
+    # off Lustre stripe=1 and stripe=4 are two configurations (the stripe not applied), not four repetitions
     rows = [dict(format=f, stripe_count=s, repeat=i, bandwidth=v + i + s, lustre=False)
             for f, v in (("hdf5", 50.0), ("tfrecord", 500.0)) for s in (1, 4) for i in range(2)]
     fmt = G.format_guidelines(analysis_frame(build_store(tmp_path, rows)))
     r = fmt.iloc[0]
-    assert (r["verdict"], r["best"], r["best_layout"], r["best_n"]) == ("recommend", "tfrecord", "pooled, not Lustre",
-                                                                         4)
+    assert (r["verdict"], r["best"], r["best_layout"], r["best_n"]) == ("recommend", "tfrecord",
+                                                                         "striping not applied", 2)
 
 
 def test_format_verdicts_cite_amplification_where_it_differs_from_1(tmp_path):
@@ -343,7 +344,7 @@ def test_stripe_and_scaling_figures():
     ax = fig.axes[0]
     assert ax.get_title() == "fpp, 1 node" and ax.get_xlabel() == "stripe count (OSTs)"
     assert [t.get_text() for t in ax.get_xticklabels()] == ["default", "1", "8"]
-    assert len(ax.get_lines()) >= 2 and [t.get_text() for t in ax.get_legend().get_texts()] == ["hdf5", "npz"]
+    assert len(ax.get_lines()) >= 2 and [t.get_text() for t in fig.legends[0].get_texts()] == ["hdf5", "npz"]
     fig = draw_scaling(F.best_per_scale(cfg))
     assert fig.axes[0].get_xlabel() == "nodes" and fig.axes[0].get_ylabel() == "bandwidth (MiB/s)"
     assert fig.axes[0].get_ylim()[1] >= 32.0  # best at 4 nodes: stripe 8 -> 32 MiB/s
@@ -377,7 +378,7 @@ def test_figures_command_writes_png_and_svg_and_says_what_it_skipped(tmp_path, c
     assert main(["figures", "--db", str(tmp_path / "r.db"), "--out", str(out)]) == 0
     assert "wrote" in capsys.readouterr().out
     names = sorted(p.name for p in out.iterdir())
-    assert {"config_hdf5_shared.png", "config_hdf5_shared.svg", "stripe_bandwidth_mib_s.png", "scaling.svg",
+    assert {"config_hdf5.png", "config_hdf5.svg", "stripe_bandwidth_mib_s.png", "scaling.svg",
             "best_heatmap.png", "latency.png"} <= set(names)
     assert any(n.startswith("access_") and n.endswith(".png") for n in names)
     assert (out / "latency.png").read_bytes()[:4] == b"\x89PNG"

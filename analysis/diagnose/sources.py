@@ -9,7 +9,6 @@ was imported (``diagnose``), or read again from the log for runs imported before
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from typing import Any
@@ -18,21 +17,17 @@ from sqlalchemy import select
 
 from analysis.diagnose.model import EpochFacts, Subject
 from analysis.where import Filter
+from ddlio import identity
 from ddlio.store import Epoch, Point, StoreReader
 
-#: stored config fields that are not part of a configuration (bookkeeping, or the repetition index)
-_NOT_IDENTITY = ("repeat", "point_key", "db", "force", "overrides", "order")
 #: the formats a ddlio sweep can emulate an observed run's files with
 _FORMATS = ("hdf5", "tfrecord", "npz", "npy", "bin", "jpeg", "png")
 
 
 def configuration_key(config: dict[str, Any]) -> str:
-    """A configuration's id: the stored point's configuration without ``repeat`` (and bookkeeping), hashed.
-
-    Kept as this one function on purpose: it is the seam where the project's shared notion of identity (issue 21)
-    replaces it."""
-    ident = {k: v for k, v in config.items() if k not in _NOT_IDENTITY}
-    return "cfg-" + hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    """A configuration's id: the stored point's configuration without ``repeat`` (:func:`ddlio.identity.config_key`,
+    the one notion of identity that summary, guidelines, figures and the report use too)."""
+    return "cfg-" + identity.config_key(config)
 
 
 def _json(v: Any) -> Any:
@@ -113,7 +108,11 @@ def emulated_subjects(store: StoreReader, keys: list[str]) -> list[Subject]:
     groups: dict[str, list[Any]] = {}
     for r in rows:
         groups.setdefault(configuration_key(_json(r.config) or {}), []).append(r)
-    return [_configuration(k, g, epochs) for k, g in groups.items()]
+    subjects = [_configuration(k, g, epochs) for k, g in groups.items()]
+    names = identity.labels([_json(g[0].config) or {} for g in groups.values()])
+    for subject, name in zip(subjects, names, strict=True):
+        subject.label = name  # every knob in which the configurations shown together differ
+    return subjects
 
 
 def observed_subject(key: str, label: str, rec: dict[str, Any]) -> Subject:

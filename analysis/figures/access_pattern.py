@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from analysis import frames as F
-from analysis.figures.base import FigureJob, Inputs, _figure, _slug
+from analysis.figures.base import FigureJob, Inputs, _figure, _slug, title
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -19,16 +19,18 @@ MAX_TRACE_RANKS = 8
 MAX_TRACES = 12
 
 
-def draw_access_pattern(trace: pd.DataFrame, title: str) -> Figure:
+def draw_access_pattern(trace: pd.DataFrame, label: str) -> Figure:
     """The access pattern of one run: file offset (MiB) against time (s), a panel per rank (at most
     :data:`MAX_TRACE_RANKS`), coloured by request size (KiB, log scale); ``trace`` from
     :func:`analysis.frames.trace_frame`."""
-    from matplotlib.colors import LogNorm  # lazy: matplotlib is heavy; --help stays fast
+    from matplotlib.colors import LogNorm, Normalize  # lazy: matplotlib is heavy; --help stays fast
 
     ranks = sorted(trace["rank"].unique())[:MAX_TRACE_RANKS]
-    fig, axes = _figure(8.0, 1.6 * max(1, len(ranks)) + 1.2, max(1, len(ranks)), 1, sharex=True, right=1.3)
+    fig, axes = _figure(8.0, 1.6 * max(1, len(ranks)) + 1.2, max(1, len(ranks)), 1, sharex=True, left=1.2, right=1.3)
     sizes = trace["size"].clip(lower=1) / 1024
-    norm = LogNorm(vmin=float(sizes.min()), vmax=max(float(sizes.max()), float(sizes.min()) * 1.01))
+    lo, hi = float(sizes.min()), float(sizes.max())
+    # one size (or nearly): a linear bar around it reads better than a log bar of 1.6×10¹ ticks
+    norm = LogNorm(vmin=lo, vmax=hi) if hi >= 2 * lo else Normalize(vmin=lo * 0.9, vmax=hi * 1.1)
     sc = None
     t0 = float(trace["start_s"].min()) if len(trace) else 0.0
     for ax, rank in zip(axes[:, 0], ranks, strict=False):
@@ -41,7 +43,7 @@ def draw_access_pattern(trace: pd.DataFrame, title: str) -> Figure:
     if sc is not None:
         fig.colorbar(sc, ax=axes[:, 0].tolist(), label="request size (KiB)")
     shown = "" if trace["rank"].nunique() <= MAX_TRACE_RANKS else f" (first {MAX_TRACE_RANKS} ranks)"
-    fig.suptitle(f"access pattern: {title}{shown}")
+    title(fig, f"access pattern: {label}{shown}")
     return fig
 
 
@@ -64,7 +66,7 @@ def plan(inp: Inputs) -> list[FigureJob]:
     found = F.find_traces(inp.points)
     if found.empty:
         return [FigureJob("access_pattern", "access pattern", skipped="no access logs (trace*.csv) in the "
-                          "points' run folders: run the sweep with trace=true")]
+                          "points' run folders: run the sweep with workload.trace=true")]
     jobs = [_trace_job(row.point_key, row.path, row.label) for row in found.head(MAX_TRACES).itertuples(index=False)]
     if len(found) > MAX_TRACES:
         jobs.append(FigureJob("access_more", "access pattern", skipped=f"{len(found) - MAX_TRACES} more access "

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import frames as F
-from analysis.figures.base import FigureJob, Inputs, _figure, _yerr
+from analysis.figures.base import FigureJob, Inputs, _figure, _yerr, colour_map, legend, legend_width, title
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -21,18 +21,27 @@ def draw_amplification(frame: pd.DataFrame) -> Figure:
     :func:`analysis.frames.amplification_frame`."""
     n = len(frame)
     names = (frame["format"] + "/" + frame["access"] + " " + frame["label"]).tolist()
-    fig, axes = _figure(8.0, max(2.5, 0.28 * n + 1.2), left=0.4 + 0.075 * max(len(t) for t in names))
+    series = (frame["format"] + "/" + frame["access"]).astype(str)
+    colours = colour_map(series)
+    right = legend_width(colours) + 0.2
+    fig, axes = _figure(8.0 + right, max(2.5, 0.28 * n + 1.6), left=0.4 + 0.075 * max(len(t) for t in names),
+                        right=right)
     ax = axes[0, 0]
     y = np.arange(n)
-    ax.barh(y, frame["mean"].to_numpy(dtype=float), xerr=_yerr(frame["std"]), color="#aa7744", ecolor="#222222",
-            capsize=2 if n <= 40 else 0)
+    rep = frame["n"].to_numpy() > 1 if "n" in frame.columns else np.zeros(n, dtype=bool)
+    ax.barh(y, frame["mean"].to_numpy(dtype=float), color=series.map(colours).tolist())
+    if rep.any():
+        ax.errorbar(frame["mean"].to_numpy(dtype=float)[rep], y[rep], xerr=_yerr(frame["std"])[rep], fmt="none",
+                    ecolor="#222222", capsize=2 if n <= 40 else 0)
     ax.axvline(1.0, color="#222222", linewidth=1, linestyle="--")
     ax.set_yticks(y, names, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, max(1.1, float(np.nanmax(frame["mean"].to_numpy(dtype=float))) * 1.1))
     ax.set_xlabel(F.METRICS["amplification"][0])
     ax.grid(axis="x", alpha=0.3)
-    fig.suptitle("what the file system served per byte returned (mean of repetitions, ±1 std; 1 = no amplification)")
+    legend(fig, colours, list(colours), title="format/access")
+    title(fig, "what the file system served per byte returned (mean of repetitions, ±1 std where repeated; "
+          "1 = no amplification)")
     return fig
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import frames as F
-from analysis.figures.base import FigureJob, Inputs, _figure
+from analysis.figures.base import FigureJob, Inputs, _figure, title
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -20,7 +20,7 @@ def draw_heatmap(values: pd.DataFrame, layouts: pd.DataFrame) -> Figure:
     (columns); frames from :func:`analysis.frames.heatmap_frame`. Empty cells were not measured."""
     longest = max((len(str(r)) for r in values.index), default=8)
     fig, axes = _figure(max(5.0, 1.4 * values.shape[1] + 3.5), max(2.5, 0.55 * values.shape[0] + 1.5),
-                        left=0.5 + longest * 0.075, right=1.2)
+                        left=0.75 + longest * 0.075, right=1.5)
     ax = axes[0, 0]
     data = np.ma.masked_invalid(values.to_numpy(dtype=float))
     im = ax.imshow(data, aspect="auto", cmap="viridis")
@@ -35,7 +35,7 @@ def draw_heatmap(values: pd.DataFrame, layouts: pd.DataFrame) -> Figure:
             ax.text(j, i, f"{lay}\n{v:.4g}", ha="center", va="center", fontsize=7,
                     color="black" if v > 0.6 * vmax else "white")
     fig.colorbar(im, ax=ax, label="best bandwidth (MiB/s)", fraction=0.08, pad=0.03)
-    ax.set_title("best stripe layout per format × access at each scale")
+    title(fig, "best stripe layout per format × access at each scale (colour: its mean bandwidth)")
     return fig
 
 

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 #: zlib level 3 instead of Pillow's default: half the time to write a large figure, no larger a file (measured)
 _PNG_KW = {"png": {"pil_kwargs": {"compress_level": 3}}}
+#: every figure is saved to its tight bounding box: whatever text a figure draws is inside the file
+_TIGHT = {"bbox_inches": "tight", "pad_inches": 0.1}
 
 
 def plan_figures(points: pd.DataFrame, keys: pd.Series, hists: np.ndarray, traces: bool = True) -> list[FigureJob]:
@@ -78,7 +80,7 @@ def save(fig: Figure, out: Path, name: str, formats: tuple[str, ...] = ("png", "
     with matplotlib.rc_context({"svg.fonttype": "none", "pdf.fonttype": 42}):  # text stays text: small, fast
         for fmt in formats:
             p = out / f"{name}.{fmt}"
-            fig.savefig(p, format=fmt, dpi=dpi, **_PNG_KW.get(fmt, {}))
+            fig.savefig(p, format=fmt, dpi=dpi, **_TIGHT, **_PNG_KW.get(fmt, {}))
             paths.append(p)
     return paths
 
@@ -86,5 +88,5 @@ def save(fig: Figure, out: Path, name: str, formats: tuple[str, ...] = ("png", "
 def png_bytes(fig: Figure, dpi: int = 90) -> bytes:
     """``fig`` as PNG bytes (for embedding in the report)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, **_PNG_KW["png"])
+    fig.savefig(buf, format="png", dpi=dpi, **_TIGHT, **_PNG_KW["png"])
     return buf.getvalue()

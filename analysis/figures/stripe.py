@@ -5,10 +5,11 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from analysis import frames as F
-from analysis.figures.base import FigureJob, Inputs, _figure, _yerr
+from analysis.figures.base import FigureJob, Inputs, _figure, _yerr, colour_map, legend, legend_width, title
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -22,33 +23,41 @@ def _stripe_ticks(values: list[int]) -> tuple[dict[int, int], list[str]]:
     return {v: i for i, v in enumerate(order)}, [F.stripe_name(v).replace("OST", "") for v in order]
 
 
-def draw_stripe(frame: pd.DataFrame, metric: str) -> Figure:
-    """``metric`` against stripe count: a line per series (format ...), a panel per access mode (rows) and node
-    count (columns); ``frame`` from :func:`analysis.frames.stripe_frame`."""
+def draw_stripe(frame: pd.DataFrame, metric: str, colours: dict[str, str] | None = None) -> Figure:
+    """``metric`` against stripe count: a line per series (format ...) in one colour in every panel
+    (``colours``, default :func:`~analysis.figures.base.colour_map` of the series), a panel per access mode (rows)
+    and node count (columns), one legend; error bars ±1 std where repeated; ``frame`` from
+    :func:`analysis.frames.stripe_frame`."""
     accesses = sorted(frame["access"].unique())
     nodes = sorted(frame["nodes"].unique())
-    fig, axes = _figure(max(5.0, 3.6 * len(nodes)), 3.2 * max(1, len(accesses)) + 0.4, max(1, len(accesses)),
-                        max(1, len(nodes)), sharey="row", hspace=0.45)
+    names = sorted(frame["series"].astype(str).unique())
+    colours = colours or colour_map(names)
+    right = legend_width(names) + 0.2
+    fig, axes = _figure(max(5.0, 3.6 * len(nodes)) + right, 3.2 * max(1, len(accesses)) + 0.4,
+                        max(1, len(accesses)), max(1, len(nodes)), sharey="row", hspace=0.45, right=right)
     pos, ticks = _stripe_ticks(sorted(frame["stripe_count"].unique()))
     for i, access in enumerate(accesses):
         for j, n in enumerate(nodes):
             ax = axes[i, j]
             sel = frame[(frame["access"] == access) & (frame["nodes"] == n)]
             for series, s in sel.groupby("series", sort=True):
-                ax.errorbar(s["stripe_count"].map(pos), s["mean"], yerr=_yerr(s["std"]), marker="o", capsize=3,
-                            label=series)
+                rep = s["n"].to_numpy() > 1
+                ax.errorbar(s["stripe_count"].map(pos), s["mean"], yerr=np.where(rep, _yerr(s["std"]), np.nan),
+                            marker="o", capsize=3, label=series, color=colours[str(series)])
             ax.set_xticks(range(len(ticks)), ticks)
             ax.set_title(f"{access}, {n} node{'s' if n > 1 else ''}")
             ax.set_xlabel("stripe count (OSTs)")
             ax.set_ylabel(F.METRICS[metric][0])
             ax.grid(alpha=0.3)
-    if len(frame):  # one legend: every panel draws the same series in the same colours
-        axes[0, 0].legend(fontsize=7)
-    fig.suptitle(f"{F.METRICS[metric][0].split(' (')[0]} against stripe count (mean of repetitions, ±1 std)")
+    legend(fig, colours, names, kind="line", title="series")  # one legend: same series, same colour everywhere
+    title(fig, f"{F.METRICS[metric][0].split(' (')[0]} against stripe count (mean of repetitions, ±1 std where "
+          "repeated)")
     return fig
 
 
 def plan(inp: Inputs) -> list[FigureJob]:
     """A figure per metric of :data:`METRICS`."""
+    frames = {m: F.stripe_frame(inp.cfg, m) for m in METRICS}
+    colours = colour_map(s for fr in frames.values() for s in fr["series"].astype(str))
     return [FigureJob(f"stripe_{metric}", f"{F.METRICS[metric][0]} against stripe count",
-                      partial(draw_stripe, F.stripe_frame(inp.cfg, metric), metric)) for metric in METRICS]
+                      partial(draw_stripe, frames[metric], metric, colours)) for metric in METRICS]

@@ -16,6 +16,7 @@ from analysis.guidelines.layouts import layout_guidelines
 from analysis.guidelines.render import as_json, markdown
 from analysis.guidelines.statements import statements
 from analysis.query import analysis_frame, parse_where
+from analysis.validity import valid_only
 from ddlio.errors import DdlioError
 from ddlio.store import open_store_for_reading
 
@@ -23,7 +24,9 @@ from ddlio.store import open_store_for_reading
 def compute(points: pd.DataFrame, st: Settings) -> tuple[pd.DataFrame, pd.DataFrame, list[dict[str, Any]]]:
     """(layout guidelines, format guidelines, statements) for ``points``. Points that include their dataset's
     first read since generation are left out (:func:`analysis.below.excluded_note`): a first read is served by
-    the device, every other read by a cache below the client, and the two must never be compared."""
+    the device, every other read by a cache below the client, and the two must never be compared; so are the
+    invalid points (:mod:`analysis.validity`)."""
+    points, _ = valid_only(points)
     points, _ = excluded_note(points)
     lay = layout_guidelines(points, st)
     fmt = format_guidelines(points, st)
@@ -33,8 +36,9 @@ def compute(points: pd.DataFrame, st: Settings) -> tuple[pd.DataFrame, pd.DataFr
 def below_notes(store: Any, points: pd.DataFrame) -> list[str]:
     """What the guidelines say of caches below the client: points left out for holding a first read, and
     configurations whose first reads differ from their repeats."""
-    _, left_out = excluded_note(points)
-    return ([left_out] if left_out else []) + store_notes(store, points)
+    valid, invalid = valid_only(points)
+    _, left_out = excluded_note(valid)
+    return [n for n in (invalid, left_out) if n] + store_notes(store, points)
 
 
 def setup_parser(parser: argparse.ArgumentParser) -> None:

@@ -3,6 +3,7 @@ layout's or a format's repetitions) with their bootstrap intervals, gains, ranki
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,13 +17,17 @@ KIB, MIB = 1024, 1024 * 1024
 SIZE_CLASSES = [(64 * KIB, "small (<64KiB)"), (MIB, "medium (64KiB-1MiB)"), (float("inf"), "large (>=1MiB)")]
 SCENARIO = ["access", "format", "nodes", "ppn", "size_class"]
 FORMAT_SCENARIO = ["access", "nodes", "ppn", "size_class"]
+#: the knobs each comparison judges: its scenarios hold every other knob fixed (:func:`scenarios`)
+LAYOUT_KNOBS = ("stripe_count", "stripe_size")
+FORMAT_KNOBS = ("format", "format_options", "stripe_count", "stripe_size")
 LAYOUT_COLUMNS = [
-    *SCENARIO, "verdict", "reason", "layouts", "best", "best_stripe_count", "best_stripe_size", "best_n",
+    *SCENARIO, "setting", "verdict", "reason", "layouts", "best", "best_stripe_count", "best_stripe_size", "best_n",
     "best_mean", "best_lo", "best_hi", "baseline", "baseline_n", "baseline_mean", "gain_pct", "gain_lo_pct",
     "gain_hi_pct", "runner_up", "runner_up_mean", "runner_up_lo", "runner_up_hi", "fs_type",
 ]
 FORMAT_COLUMNS = [
-    *FORMAT_SCENARIO, "verdict", "reason", "formats", "best", "best_layout", "best_n", "best_mean", "best_lo",
+    *FORMAT_SCENARIO, "setting", "verdict", "reason", "formats", "best", "best_layout", "best_n", "best_mean",
+    "best_lo",
     "best_hi", "runner_up", "runner_up_layout", "runner_up_n", "runner_up_mean", "runner_up_lo", "runner_up_hi",
     "gain_pct", "gain_lo_pct", "gain_hi_pct",
 ]
@@ -118,6 +123,25 @@ def _separate(ranked: list[_Cand], st: Settings, what: str) -> tuple[str, str]:
         return "cannot decide", "intervals overlap: " + "; ".join(
             f"{c.name} {_ci(c)}" for c in [best, *tied])
     return "", ""
+
+
+def scenarios(pts: pd.DataFrame, judged: tuple[str, ...]) -> pd.DataFrame:
+    """``pts`` with ``scenario`` (the configuration key without the ``judged`` knobs, :func:`ddlio.identity.
+    config_key`: points in one scenario differ only in the judged knobs and ``repeat``) and ``setting`` (the other
+    knobs in which the scenarios differ, as text: ``layout=example reader=tf``). Frames without the stored
+    ``config`` (hand-built) fall back to one scenario per row of the scenario columns."""
+    from ddlio.identity import config_key, settings  # lazy: only the guidelines need it
+
+    if "config" not in pts.columns or pts.empty:
+        return pts.assign(scenario="", setting="")
+    configs = [json.loads(c) if isinstance(c, str) and c else {} for c in pts["config"]]
+    keys = [config_key(c, judged) for c in configs]
+    first: dict[str, dict] = {}
+    for k, c in zip(keys, configs, strict=True):
+        first.setdefault(k, c)
+    text = dict(zip(first, settings(list(first.values()), judged, shown=(*SCENARIO, "ranks", "workload_name")),
+                    strict=True))
+    return pts.assign(scenario=keys, setting=[text[k] for k in keys])
 
 
 def _measured(points: pd.DataFrame, st: Settings) -> tuple[pd.DataFrame, bool]:

@@ -3,6 +3,7 @@ layout), its gain over the runner-up and the verdict, with the file system's amp
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,7 @@ import pandas as pd
 
 from analysis.guidelines.compare import (
     FORMAT_COLUMNS,
+    FORMAT_KNOBS,
     FORMAT_SCENARIO,
     Settings,
     _bootstrap,
@@ -20,16 +22,23 @@ from analysis.guidelines.compare import (
     _measured,
     _rank,
     _separate,
+    scenarios,
 )
 
 
 def _format_candidates(sc: pd.DataFrame, st: Settings, sizes_vary: bool) -> list[tuple[_Cand, str]]:
     """Each format's values in one scenario: at its best stripe layout, or pooled when striping is not applicable."""
     out = []
-    for fmt, g in sc.groupby("format", sort=True):
+    names = _format_names(sc)
+    for fmt, g in sc.groupby(names, sort=True):
         applicable = g["striping_applicable"].fillna(False).astype(bool)
-        if not applicable.any():
-            out.append((_Cand(str(fmt), g[st.metric].to_numpy(dtype=float)), "pooled, not Lustre"))
+        if not applicable.any():  # repetitions only: one stripe request, the default if measured (the others
+            # are configurations of their own whose stripe was not applied, never pooled with it)
+            layouts = g.groupby(["stripe_count", "stripe_size"], sort=True)
+            pick = (1, 1024 * 1024) if (1, 1024 * 1024) in layouts.groups else max(
+                layouts.groups, key=lambda k: (len(layouts.groups[k]), k))
+            vals = layouts.get_group(pick)[st.metric].to_numpy(dtype=float)
+            out.append((_Cand(str(fmt), vals), "striping not applied"))
             continue
         g = g[applicable]
         layouts = [(_layout_name(c, s, sizes_vary), x[st.metric].to_numpy(dtype=float))
@@ -40,6 +49,25 @@ def _format_candidates(sc: pd.DataFrame, st: Settings, sizes_vary: bool) -> list
     return out
 
 
+def _format_names(sc: pd.DataFrame) -> pd.Series:
+    """A candidate's name per point: its format, plus the format options in which that format's configurations
+    in the scenario differ (``hdf5 layout=array``): two option sets of one format are two candidates."""
+    if "config" not in sc.columns:
+        return sc["format"].astype(str)
+    from ddlio.identity import knobs  # lazy: only the guidelines need it
+
+    per = [{k: v for k, v in knobs(json.loads(c)).items() if k.startswith("format_options.")}
+           if isinstance(c, str) and c else {} for c in sc["config"]]
+    fmts = sc["format"].astype(str).to_numpy()
+    varied: dict[str, set[str]] = {}
+    for f in set(fmts):
+        mine = [k for k, x in zip(per, fmts, strict=True) if x == f]
+        names = {n for k in mine for n in k}
+        varied[f] = {n for n in names if len({k.get(n) for k in mine}) > 1}
+    return pd.Series([" ".join([f, *(k[n] for n in sorted(varied[f]) if n in k)])
+                      for k, f in zip(per, fmts, strict=True)], index=sc.index)
+
+
 def format_guidelines(points: pd.DataFrame, st: Settings | None = None) -> pd.DataFrame:
     """One row per access × nodes × ppn × sample-size class (:data:`FORMAT_COLUMNS`): the best format (each at its
     best layout), its gain over the runner-up format in percent with a bootstrap CI, and the verdict."""
@@ -48,9 +76,10 @@ def format_guidelines(points: pd.DataFrame, st: Settings | None = None) -> pd.Da
     if points.empty:
         return pd.DataFrame(columns=FORMAT_COLUMNS)
     pts, sizes_vary = _measured(points, st)
+    pts = scenarios(pts, FORMAT_KNOBS)
     rows = []
-    for key, sc in pts.groupby(FORMAT_SCENARIO, sort=True):
-        row: dict[str, Any] = dict(zip(FORMAT_SCENARIO, key, strict=True))
+    for key, sc in pts.groupby([*FORMAT_SCENARIO, "setting", "scenario"], sort=True):
+        row: dict[str, Any] = dict(zip([*FORMAT_SCENARIO, "setting"], key[:-1], strict=True))
         pairs = _format_candidates(sc, st, sizes_vary)
         layout_of = {c.name: lay for c, lay in pairs}
         cands = [c for c, _ in pairs]

@@ -9,6 +9,7 @@ import pandas as pd
 
 from analysis.guidelines.compare import (
     LAYOUT_COLUMNS,
+    LAYOUT_KNOBS,
     SCENARIO,
     Settings,
     _bootstrap,
@@ -19,6 +20,7 @@ from analysis.guidelines.compare import (
     _measured,
     _rank,
     _separate,
+    scenarios,
 )
 
 
@@ -30,9 +32,10 @@ def layout_guidelines(points: pd.DataFrame, st: Settings | None = None) -> pd.Da
     if points.empty:
         return pd.DataFrame(columns=LAYOUT_COLUMNS)
     pts, sizes_vary = _measured(points, st)
+    pts = scenarios(pts, LAYOUT_KNOBS)
     rows = []
-    for key, sc in pts.groupby(SCENARIO, sort=True):
-        row: dict[str, Any] = dict(zip(SCENARIO, key, strict=True))
+    for key, sc in pts.groupby([*SCENARIO, "setting", "scenario"], sort=True):
+        row: dict[str, Any] = dict(zip([*SCENARIO, "setting"], key[:-1], strict=True))
         row["fs_type"] = ",".join(sorted(sc["fs_type"].dropna().astype(str).unique())) or "unknown"
         applicable = sc["striping_applicable"].fillna(False).astype(bool)
         row["layouts"] = int(sc.groupby(["stripe_count", "stripe_size"]).ngroups)

@@ -16,6 +16,26 @@ def _num(v: Any, fmt: str = "{:.4g}") -> str:
     return "" if v is None or (isinstance(v, float) and np.isnan(v)) else fmt.format(v)
 
 
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and np.isnan(v))
+
+
+def interval_text(mean: Any, lo: Any, hi: Any, n: Any = None, fmt: str = "{:.4g}", unit: str = "") -> str:
+    """``"115.4 [107.3, 121.3]"``; without an interval ``"115.4 (n=1, no interval)"``; "-" without a mean. Never
+    ``[, ]``: a missing bound is said, not left blank."""
+    if _missing(mean):
+        return "-"
+    text = fmt.format(mean) + unit
+    if _missing(lo) or _missing(hi):
+        return text + (f" (n={int(n)}, no interval)" if not _missing(n) else " (no interval)")
+    return f"{text} [{fmt.format(lo)}{unit}, {fmt.format(hi)}{unit}]" + (f" (n={int(n)})" if not _missing(n) else "")
+
+
+def _setting(r: pd.Series) -> str:
+    s = r.get("setting")
+    return f" {s}" if isinstance(s, str) and s else ""
+
+
 def markdown(layouts: pd.DataFrame, formats: pd.DataFrame, stmts: list[dict[str, Any]], st: Settings,
              notes: list[str] | None = None) -> str:
     """The guidelines as Markdown: a table of layouts, a table of formats, the statements with their evidence."""
@@ -27,21 +47,23 @@ def markdown(layouts: pd.DataFrame, formats: pd.DataFrame, stmts: list[dict[str,
              "[CI] | why |", "|---|---|---|---|---|---|---|---|---|"]
     for _, r in layouts.iterrows():
         best = r["best"] if isinstance(r["best"], str) else "-"
-        mean = f"{_num(r['best_mean'])} [{_num(r['best_lo'])}, {_num(r['best_hi'])}]" if best != "-" else "-"
-        gain = (f"{_num(r['gain_pct'], '{:+.1f}')}% [{_num(r['gain_lo_pct'], '{:+.1f}')}%, "
-                f"{_num(r['gain_hi_pct'], '{:+.1f}')}%] vs {r['baseline']}") if isinstance(r["baseline"], str) else "-"
-        lines.append(f"| {r['access']} | {r['format']} | {int(r['nodes'])}×{int(r['ppn'])} | {r['size_class']} | "
+        mean = interval_text(r["best_mean"], r["best_lo"], r["best_hi"], r["best_n"]) if best != "-" else "-"
+        gain = (interval_text(r["gain_pct"], r["gain_lo_pct"], r["gain_hi_pct"], fmt="{:+.1f}", unit="%")
+                + f" vs {r['baseline']}") if isinstance(r["baseline"], str) else "-"
+        lines.append(f"| {r['access']} | {r['format']}{_setting(r)} | {int(r['nodes'])}×{int(r['ppn'])} | "
+                     f"{r['size_class']} | "
                      f"**{r['verdict']}** | {best} | {mean} | {gain} | {r['reason']} |")
     lines += ["", "## Format per scenario", "",
               "| access | nodes×ppn | sample size | verdict | best format (layout) | mean [CI] | runner-up | gain "
               "[CI] | why |", "|---|---|---|---|---|---|---|---|---|"]
     for _, r in formats.iterrows():
         ru = f"{r['runner_up']} ({r['runner_up_layout']})" if isinstance(r["runner_up"], str) else "-"
-        gain = (f"{_num(r['gain_pct'], '{:+.1f}')}% [{_num(r['gain_lo_pct'], '{:+.1f}')}%, "
-                f"{_num(r['gain_hi_pct'], '{:+.1f}')}%]") if isinstance(r["runner_up"], str) else "-"
-        lines.append(f"| {r['access']} | {int(r['nodes'])}×{int(r['ppn'])} | {r['size_class']} | "
-                     f"**{r['verdict']}** | {r['best']} ({r['best_layout']}) | {_num(r['best_mean'])} "
-                     f"[{_num(r['best_lo'])}, {_num(r['best_hi'])}] | {ru} | {gain} | {r['reason']} |")
+        gain = (interval_text(r["gain_pct"], r["gain_lo_pct"], r["gain_hi_pct"], fmt="{:+.1f}", unit="%")
+                if isinstance(r["runner_up"], str) else "-")
+        lines.append(f"| {r['access']}{_setting(r)} | {int(r['nodes'])}×{int(r['ppn'])} | {r['size_class']} | "
+                     f"**{r['verdict']}** | {r['best']} ({r['best_layout']}) | "
+                     f"{interval_text(r['best_mean'], r['best_lo'], r['best_hi'], r['best_n'])} | {ru} | {gain} | "
+                     f"{r['reason']} |")
     lines += ["", "## Statements", ""]
     for s in stmts:
         lines.append(f"- {s['text']}")

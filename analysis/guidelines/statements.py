@@ -26,7 +26,8 @@ def statements(layouts: pd.DataFrame, formats: pd.DataFrame, points: pd.DataFram
     unit = METRICS[st.metric][0]
     out: list[dict[str, Any]] = []
     decided = layouts[layouts["verdict"].isin(["recommend", "keep baseline"])]
-    for (access, fmt), g in decided.groupby(["access", "format"], sort=True):
+    for (access, fmt, setting), g in decided.groupby(["access", "format", "setting"], sort=True, dropna=False):
+        fmt = f"{fmt} ({setting})" if isinstance(setting, str) and setting else fmt
         top = g["best"].value_counts()
         name, count = str(top.index[0]), int(top.iloc[0])
         rows = g[g["best"] == name]
@@ -38,7 +39,8 @@ def statements(layouts: pd.DataFrame, formats: pd.DataFrame, points: pd.DataFram
         out.append({"text": f"{fmt} with {access} access: {what} is best in {count} of {len(g)} decided scenarios "
                             f"(nodes {nodes}).", "evidence": ev})
     fdec = formats[formats["verdict"] == "recommend"]
-    for (access, ppn, sclass), g in fdec.groupby(["access", "ppn", "size_class"], sort=True):
+    for (access, ppn, sclass, setting), g in fdec.groupby(["access", "ppn", "size_class", "setting"], sort=True,
+                                                          dropna=False):
         g = g.sort_values("nodes")
         winners = g["best"].tolist()
         lead = winners[-1]
@@ -46,14 +48,17 @@ def statements(layouts: pd.DataFrame, formats: pd.DataFrame, points: pd.DataFram
         while k > 0 and winners[k - 1] == lead:
             k -= 1
         run = g.iloc[k:]
-        allnodes = formats[(formats["access"] == access) & (formats["ppn"] == ppn) & (formats["size_class"] == sclass)]
+        allnodes = formats[(formats["access"] == access) & (formats["ppn"] == ppn) & (formats["size_class"] == sclass)
+                           & (formats["setting"].fillna("") == (setting if isinstance(setting, str) else ""))]
+        where = f" with {setting}" if isinstance(setting, str) and setting else ""
         frm = int(run["nodes"].min())
         span = "at every node count measured" if k == 0 and len(run) == len(allnodes) else f"from {frm} nodes"
         ev = [f"{int(r['nodes'])}N: {r['best']} ({r['best_layout']}) {r['best_mean']:.4g} {unit}, {_pct(r)} over "
               f"{r['runner_up']} ({r['runner_up_layout']})" for _, r in run.iterrows()]
         lo, hi = run["gain_pct"].min(), run["gain_pct"].max()
         gains = f"{lo:+.0f}%" if round(lo) == round(hi) else f"{lo:+.0f}% to {hi:+.0f}%"
-        out.append({"text": f"{lead} leads {access} {sclass.split(' ')[0]}-sample reads ({ppn} per node) {span}: "
+        out.append({"text": f"{lead} leads {access} {sclass.split(' ')[0]}-sample reads ({ppn} per node{where}) "
+                            f"{span}: "
                             f"{gains} {METRICS[st.metric][0].split(' (')[0]} over the next format.", "evidence": ev})
     for verdicts, what in ((layouts["verdict"], "stripe-layout"), (formats["verdict"], "format")):
         undecided = layouts if what == "stripe-layout" else formats

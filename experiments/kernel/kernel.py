@@ -249,15 +249,22 @@ class Kernel:
         opens = tf_out["opens"] if torch else sum(lane.opens for lane in lanes)
         m.meta_ops = 2 * opens  # one open and one close per file a lane (or torch worker) opened (tf.data's unseen)
         lat = np.asarray(ep.lat if tf_out is None else tf_out["lat"], dtype=np.int64)
-        if torch:  # reads in flight in any worker (or the loop itself), counted once, as Darshan counts them
-            m.read_time_s = tf_out["read_ns"] / 1e9
-        elif tf_out is not None:  # tf.data overlaps its reads with everything: its I/O time is the epoch's wall
-            m.read_time_s = m.wall_time_s
+        m.meta_time_s = (tf_out["meta_ns"] if torch else sum(lane.meta_ns for lane in lanes)) / 1e9
+        if torch:  # reads in flight in any worker (or the loop itself), counted once, as Darshan counts them;
+            # the workers' opens overlap them and the loop: I/O time is at most the epoch it lies in
+            m.meta_time_s = min(m.meta_time_s, m.wall_time_s)
+            m.read_time_s = min(tf_out["read_ns"] / 1e9, m.wall_time_s - m.meta_time_s)
+        elif tf_out is not None:  # tf.data overlaps its reads (and the generator's opens) with everything: its I/O
+            m.meta_time_s = min(m.meta_time_s, m.wall_time_s)  # time is the epoch's wall, opens included
+            m.read_time_s = m.wall_time_s - m.meta_time_s
         elif self.threads:  # overlapping reads of the reader threads count once, as Darshan counts them
             m.read_time_s = busy_ns(np.asarray(ep.start, dtype=np.int64), lat) / 1e9
+            # the lanes open files concurrently, overlapping each other and other lanes' reads: summed, their
+            # times can exceed the epoch; I/O time is at most the epoch it lies in
+            m.meta_time_s = min(m.meta_time_s, m.wall_time_s)
+            m.read_time_s = min(m.read_time_s, m.wall_time_s - m.meta_time_s)
         else:
             m.read_time_s = float(lat.sum()) / 1e9
-        m.meta_time_s = (tf_out["meta_ns"] if torch else sum(lane.meta_ns for lane in lanes)) / 1e9
         m.wait_time_s = wait_ns / 1e9
         m.hist = histogram(lat).tolist()
 

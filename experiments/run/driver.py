@@ -20,7 +20,7 @@ from experiments.run.claims import claim_alive
 from experiments.run.job import run_point
 from experiments.run.lifecycle import LIVE, Action, Event, Life, State, scheduler_event
 from experiments.run.plan import Follow, plan
-from experiments.run.progress import SweepReport, adopted_line, first_line, result_line
+from experiments.run.progress import SweepReport, adopted_line, first_line, point_labels, result_line
 from experiments.run.records import lost_record, note_job, prepare_run_dir
 
 #: how often a driver tells the store it is alive (refreshes its claims), in seconds
@@ -173,7 +173,7 @@ class Driver:
     def _line(self, spec: PointSpec) -> str:
         self.done += 1
         expected = self.report.total - self.report.skipped - self.report.not_retried
-        return f"[{self.done}/{max(expected, self.done)}] {spec.label}"
+        return f"[{self.done}/{max(expected, self.done)}] {self.report.label(spec)}"
 
     def _failed(self, spec: PointSpec, prefix: str, error: str, took: str) -> None:
         self.report.failed += 1
@@ -199,7 +199,7 @@ def launch(
     submitted. Calling again with the same points harvests finished jobs, re-attaches to running ones and never
     submits a point twice; failed points are retried unless ``retry_failed`` is False.
     """
-    report = SweepReport(total=len(points))
+    report = SweepReport(total=len(points), labels=point_labels(points))
     driver = Driver(tracker, report, echo)
     try:
         todo = list(points)

@@ -147,7 +147,7 @@ def run_point(point: dict[str, Any], run_dir: str) -> Record:
         job_state="COMPLETED",
         env=envinfo.collect(),
         fs=fs_info(plan.directory).to_dict(),
-        layout=manifest["layout"],
+        layout=point_layout(manifest["layout"], spec_request(point)),
         dataset={
             "directory": plan.directory,
             "files": len([f for f in manifest["files"] if f["samples"]]),
@@ -160,6 +160,23 @@ def run_point(point: dict[str, Any], run_dir: str) -> Record:
     )
     write_json_atomic(paths.result, record.to_dict())
     return record
+
+
+def spec_request(point: dict[str, Any]) -> dict[str, int]:
+    """The stripe layout this point asked for (stored form: ``stripe_count``, ``stripe_size`` in bytes)."""
+    return {"stripe_count": int(point["stripe_count"]), "stripe_size": int(point["stripe_size"])}
+
+
+def point_layout(dataset_layout: dict[str, Any], requested: dict[str, int]) -> dict[str, Any]:
+    """The layout record stored with a point: its dataset's (what was applied, per file) with ``requested`` the
+    point's own request. Off a striping file system points that differ only in striping share one dataset,
+    whose manifest holds the request of the point that generated it; that request stays as
+    ``dataset_requested``."""
+    out = dict(dataset_layout)
+    if out.get("requested") != requested:
+        out["dataset_requested"] = out.get("requested")
+    out["requested"] = dict(requested)
+    return out
 
 
 def _failed(paths: RunPaths, record: FailureRecord) -> FailureRecord:

@@ -3,9 +3,11 @@ outcome) and the line each outcome prints."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddlio.identity import cache_text, labels
 from ddlio.records import ResultRecord
 
 
@@ -26,6 +28,12 @@ class SweepReport:
     failures: list[tuple[str, str]] = field(default_factory=list)
     #: each point's last outcome in this call (point key -> completed | failed); the exit status follows it
     final: dict[str, str] = field(default_factory=dict)
+    #: each point's label among this call's points (:func:`point_labels`): repetitions alone share one
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def label(self, spec: Any) -> str:
+        """``spec``'s label among this call's points (its own paper label if it was not among them)."""
+        return self.labels.get(spec.point_key, spec.label)
 
     @property
     def failed_points(self) -> list[str]:
@@ -33,16 +41,31 @@ class SweepReport:
         return [k for k, v in self.final.items() if v != "completed"]
 
 
+def point_labels(points: Sequence[Any]) -> dict[str, str]:
+    """Point key -> label (:func:`ddlio.identity.labels`) of ``points`` (PointSpecs shown together)."""
+    configs = [p.to_dict() for p in points]
+    return {c["point_key"]: lab for c, lab in zip(configs, labels(configs), strict=True)}
+
+
+def _cache(policy: Any, state: Any, fs_type: Any, note: Any = None) -> str:
+    """``cache cold (verified)``, ``cache storage_cold (...)``, ``cache unknown (asked cold): why``."""
+    return "cache " + cache_text(policy, state, fs_type, note)
+
+
 def result_line(record: ResultRecord) -> str:
-    """``812.3 MiB/s, 6498 IOPS, cache cold``: a measured point's totals."""
-    t = record.totals
-    return f"{t['bandwidth_mib_s']:.1f} MiB/s, {t['iops']:.0f} IOPS, cache {t['cache']}"
+    """``812.3 MiB/s, 6498 IOPS, cache cold (verified)``: a measured point's totals, the cache said as the point
+    asked for it (``storage_cold``) and why it is ``unknown`` when it is."""
+    t, point = record.totals, record.point
+    notes = [e.get("cache_note") for e in record.fields.get("epochs", []) if isinstance(e, dict)]
+    return (f"{t['bandwidth_mib_s']:.1f} MiB/s, {t['iops']:.0f} IOPS, "
+            + _cache(point.get("cache"), t.get("cache"), point.get("fs_type"), next((n for n in notes if n), None)))
 
 
 def adopted_line(row: dict[str, Any]) -> str:
     """The same for a point another driver measured (its store row)."""
     bw, iops = row.get("bandwidth_mib_s") or 0.0, row.get("iops") or 0.0
-    return f"{bw:.1f} MiB/s, {iops:.0f} IOPS, cache {row.get('cache')} (measured by another driver)"
+    cache = _cache(row.get("cache_policy"), row.get("cache"), row.get("fs_type"))
+    return f"{bw:.1f} MiB/s, {iops:.0f} IOPS, {cache} (measured by another driver)"
 
 
 def first_line(error: str) -> str:

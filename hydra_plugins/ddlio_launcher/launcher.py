@@ -156,22 +156,38 @@ class DdlioSummary(Callback):
 
 
 def print_best(done: list[tuple[list[str], Any]], objective: str, echo: Any = print) -> None:
-    """Print the best completed point of ``done`` ((overrides, Outcome) pairs), with the evidence the store
-    holds for it."""
-    from ddlio.store import open_store_for_reading  # lazy: plugin discovery stays cheap (no SQLAlchemy)
-    from experiments.run.batch import interval, repetitions  # lazy: plugin discovery stays cheap
+    """Print the best configuration of ``done`` ((overrides, Outcome) pairs) by the mean of its repetitions
+    (:mod:`ddlio.evidence`), with its interval, the configurations whose intervals overlap it ("cannot decide"),
+    and its label among the others (:func:`ddlio.identity.labels`). Counts configurations, not runs."""
+    from ddlio.evidence import best_of  # lazy: plugin discovery stays cheap
+    from ddlio.identity import config_key, labels  # lazy: plugin discovery stays cheap
 
-    overrides, best = max(done, key=lambda d: d[1].value)
-    distinct = len({o.spec.point_key for _, o in done})
-    shown = [o for o in overrides if not o.startswith(("data_root=", "db="))]
-    echo(f"best of {distinct} configurations by {objective} (maximised): {best.value:.4g}")
-    echo(f"  {' '.join(shown) or '(defaults)'}    ({best.spec.label}, point {best.spec.point_key})")
-    reps = repetitions(open_store_for_reading(best.db or best.spec.db), best.spec, objective)
-    if len(reps) > 1:
-        lo, hi = interval(list(reps.values()))
-        mean = sum(reps.values()) / len(reps)
-        echo(f"  evidence: {len(reps)} repetitions (repeat={','.join(map(str, sorted(reps)))}), mean {mean:.4g}, "
-             f"95% bootstrap interval of the mean [{lo:.4g}, {hi:.4g}]")
-    else:
-        echo("  evidence: one measurement, no repetitions (add repeat=0,1,2 to measure it again and get an "
-             "interval)")
+    per_point = {o.spec.point_key: (ov, o) for ov, o in done if o.value is not None}
+    configs = {k: o.spec.to_dict() for k, (_, o) in per_point.items()}
+    key_of = {k: config_key(c) for k, c in configs.items()}
+    groups: dict[str, list[float]] = {}
+    first: dict[str, tuple[list[str], Any]] = {}
+    for k, (ov, o) in per_point.items():
+        groups.setdefault(key_of[k], []).append(float(o.value))
+        first.setdefault(key_of[k], (ov, o))
+    result = best_of(groups)
+    if result is None:
+        return
+    shown_configs = {key_of[k]: c for k, c in configs.items()}
+    label = dict(zip(shown_configs, labels(list(shown_configs.values())), strict=True))
+    b = result.best
+    overrides, o = first[b.key]
+    shown = [x for x in overrides if not x.startswith(("data_root=", "db=", "repeat="))]
+    echo(f"best of {result.configurations} configurations by {objective} (maximised): {b.mean:.4g} = mean of "
+         f"{b.n} repetition{'s' if b.n > 1 else ''}" + (f", 95% bootstrap interval [{b.lo:.4g}, {b.hi:.4g}]"
+                                                        if b.n > 1 else " (no interval: add repeat=0,1,2)"))
+    echo(f"  {' '.join(shown) or '(defaults)'}    ({label[b.key]}, configuration {b.key})")
+    if not o.spec.layout.striping_applicable and len({c.get("stripe_count") for c in configs.values()}) > 1:
+        echo(f"  striping is not applied on {o.spec.layout.fs_type}: the stripe count is no part of this answer")
+    if result.tied:
+        echo("  cannot decide: the intervals of these overlap the best's: "
+             + "; ".join(f"{label[e.key]} {e.text()}" for e in result.tied))
+    elif len(result.ranked) > 1:
+        nxt = result.ranked[1]
+        echo(f"  separated from the next, {label[nxt.key]} {nxt.text()}" if b.n > 1 else
+             f"  next: {label[nxt.key]} {nxt.text()}")

@@ -1,0 +1,102 @@
+"""A validity verdict per point, as MLPerf Storage gives one per run: ``valid``, or ``invalid`` with the reasons.
+
+A point is invalid when any of these holds (each reason names its numbers):
+
+- ``cache not verified cold``: the point asked for a cold cache (``cold`` or ``storage_cold``) but the kernel could
+  not verify that the dataset's pages were evicted (``cache`` is not ``cold``); when the dataset is smaller than
+  the node's memory the reason says so, since its reads may then have come from memory;
+- ``first read after generation``: one of its epochs was the dataset's first read since it was written (a cache
+  below the client may hold what was just written, or may not: it never compares with repeats);
+- ``fewer than MIN_STEPS steps``: too few training steps (samples / (batch × ranks) × epochs) for a stable rate;
+- ``repetitions vary``: the coefficient of variation of the configuration's repetitions' bandwidth exceeds
+  :data:`MAX_CV`;
+- ``striping requested but not applied``: a stripe layout other than the default (count 1, 1 MiB) was asked for
+  on a file system that does not stripe.
+
+:func:`verdicts` is a pure function of :func:`analysis.query.analysis_frame`'s columns (tested with frames);
+guidelines use the valid points only and say how many they left out, and why (:func:`left_out_note`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+#: fewest training steps (batches per rank, over all epochs) a valid point has
+MIN_STEPS = 2
+#: largest coefficient of variation (sample std / mean) of a configuration's repetitions' bandwidth
+MAX_CV = 1.0
+#: the stripe request that is every point's default (count, size in bytes): asking for it is not asking to stripe
+DEFAULT_STRIPE = (1, 1024 * 1024)
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024:
+            return f"{n:.3g}{unit}"
+        n /= 1024
+    return f"{n:.3g}TiB"
+
+
+def _reasons(r: pd.Series, cv: float, memory: float) -> list[str]:
+    out = []
+    policy = r.get("cache_policy") or "cold"
+    if policy in ("cold", "storage_cold") and r.get("cache") != "cold":
+        why = f"cache not verified cold (asked {policy}, measured {r.get('cache') or 'unknown'})"
+        data = float(r.get("samples") or 0) * float(r.get("sample_size") or 0)
+        if memory == memory and data < memory:
+            why += f": the dataset ({_human(data)}) fits in node memory ({_human(memory)}), reads may be from memory"
+        out.append(why)
+    if r.get("first_read") is True or r.get("first_read") == 1:
+        out.append("first read after generation")
+    ranks, batch = float(r.get("ranks") or 1), float(r.get("batch_size") or 1)
+    steps = np.floor(float(r.get("samples") or 0) / max(batch * ranks, 1)) * float(r.get("epochs") or 1)
+    if steps < MIN_STEPS:
+        out.append(f"fewer than {MIN_STEPS} steps ({steps:.0f})")
+    if cv == cv and cv > MAX_CV:
+        out.append(f"repetitions vary: CV {cv:.2f} > {MAX_CV}")
+    stripe = (r.get("stripe_count"), r.get("stripe_size"))
+    applicable = r.get("striping_applicable")
+    if applicable is not None and applicable is not pd.NA and not bool(applicable) and stripe != DEFAULT_STRIPE:
+        out.append(f"striping requested (count {stripe[0]}, size {_human(float(stripe[1] or 0))}) but not applied "
+                   f"on {r.get('fs_type') or 'this file system'}")
+    return out
+
+
+def verdicts(points: pd.DataFrame, memory_bytes: dict[str, float] | None = None) -> pd.DataFrame:
+    """Per point of ``points`` (same index): ``validity`` (valid | invalid) and ``invalid_reasons`` ("; "-joined,
+    "" when valid). ``memory_bytes`` maps an environment id to its node's memory in bytes (unknown: not cited)."""
+    if points.empty:
+        return pd.DataFrame({"validity": pd.Series(dtype=object), "invalid_reasons": pd.Series(dtype=object)})
+    memory_bytes = memory_bytes or {}
+    if "config_key" in points.columns and "bandwidth_mib_s" in points.columns:
+        bw = points["bandwidth_mib_s"].astype(float)
+        g = bw.groupby(points["config_key"])
+        cv = (g.transform("std") / g.transform("mean")).to_numpy()
+    else:
+        cv = np.full(len(points), np.nan)
+    reasons = []
+    for i, (_, r) in enumerate(points.iterrows()):
+        mem = float(memory_bytes.get(r.get("env_id"), float("nan")))
+        reasons.append("; ".join(_reasons(r, float(cv[i]), mem)))
+    out = pd.DataFrame({"invalid_reasons": reasons}, index=points.index)
+    out.insert(0, "validity", np.where(out["invalid_reasons"] == "", "valid", "invalid"))
+    return out
+
+
+def valid_only(points: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """(the valid points, a note saying how many were left out and why; "" when none)."""
+    if points.empty or "validity" not in points.columns:
+        return points, ""
+    bad = points[points["validity"] != "valid"]
+    if bad.empty:
+        return points, ""
+    return points[points["validity"] == "valid"], left_out_note(bad, len(points))
+
+
+def left_out_note(bad: pd.DataFrame, total: int) -> str:
+    """``"3 of 12 points left out as invalid: 2x cache not verified cold, 1x first read after generation"``."""
+    kinds = bad["invalid_reasons"].str.split("; ").explode().str.split(r" \(|:| CV|,", regex=True).str[0]
+    counts = kinds.value_counts()
+    return (f"{len(bad)} of {total} points left out as invalid: "
+            + ", ".join(f"{n}x {k.strip()}" for k, n in counts.items()))

@@ -1,0 +1,87 @@
+"""The best configuration by evidence: the mean of each configuration's repetitions with a bootstrap interval, and
+"cannot decide" when the best one's interval overlaps another's. Used by the end-of-sweep line
+(hydra_plugins' ``DdlioSummary``) and the report's answers (:mod:`analysis.answers`), so both say the same thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+def interval(values: Sequence[float], confidence: float = 0.95, draws: int = 2000) -> tuple[float, float]:
+    """Percentile-bootstrap interval of the mean of ``values`` (seeded: the same values give the same interval);
+    (nan, nan) with fewer than two values: one measurement has no interval."""
+    v = np.asarray(values, dtype=float)
+    if len(v) < 2:
+        return float("nan"), float("nan")
+    means = np.random.default_rng(0).choice(v, size=(draws, len(v))).mean(axis=1)
+    a = (1 - confidence) / 2
+    lo, hi = np.quantile(means, [a, 1 - a])
+    return float(lo), float(hi)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One configuration's repetitions: their ``n``, ``mean`` and bootstrap interval ``lo``..``hi`` (the metric's
+    unit; NaN with one repetition)."""
+
+    key: str
+    n: int
+    mean: float
+    lo: float
+    hi: float
+
+    def text(self, fmt: str = "{:.4g}") -> str:
+        """``"204.3 [180.1, 230.9] (n=3)"``, or ``"330.1 (n=1, no interval)"``."""
+        if self.lo != self.lo:
+            return f"{fmt.format(self.mean)} (n={self.n}, no interval)"
+        return f"{fmt.format(self.mean)} [{fmt.format(self.lo)}, {fmt.format(self.hi)}] (n={self.n})"
+
+
+@dataclass(frozen=True)
+class Best:
+    """The best configuration by mean (``best``), the others ranked after it, and ``tied``: those whose interval
+    overlaps the best's (or that cannot be told apart because one side has a single repetition)."""
+
+    best: Estimate
+    ranked: list[Estimate]
+    tied: list[Estimate] = field(default_factory=list)
+
+    @property
+    def decided(self) -> bool:
+        return not self.tied and self.best.n >= 2
+
+    @property
+    def configurations(self) -> int:
+        return len(self.ranked)
+
+
+def estimate(key: str, values: Sequence[float]) -> Estimate:
+    """The :class:`Estimate` of one configuration's repetitions ``values``."""
+    lo, hi = interval(values)
+    return Estimate(key, len(values), float(np.mean(values)), lo, hi)
+
+
+def best_of(groups: Mapping[str, Sequence[float]], higher_is_better: bool = True) -> Best | None:
+    """The best of ``groups`` (configuration key -> its repetitions' values) by mean; None when empty. Ties are
+    the configurations whose interval overlaps the best's, and those with a single repetition next to a best
+    whose own interval holds their value (a single value cannot exclude an overlap)."""
+    ests = [estimate(k, v) for k, v in groups.items() if len(v)]
+    if not ests:
+        return None
+    ests.sort(key=lambda e: (-e.mean if higher_is_better else e.mean, e.key))
+    best = ests[0]
+    tied = []
+    for e in ests[1:]:
+        if best.lo != best.lo and e.lo != e.lo:
+            tied.append(e)  # two single measurements: nothing tells them apart
+        elif best.lo != best.lo:
+            tied.append(e) if e.lo <= best.mean <= e.hi else None
+        elif e.lo != e.lo:
+            tied.append(e) if best.lo <= e.mean <= best.hi else None
+        elif not (best.lo > e.hi or e.lo > best.hi):
+            tied.append(e)
+    return Best(best, ests, tied)
