@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from analysis.darshan_log import read_log, workload_preset
+from analysis.outputs import check_file, write_file
 from ddlio.errors import DdlioError
 from ddlio.store import open_store_for_writing
 
@@ -19,12 +20,16 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", help="SQLite file or SQLAlchemy URL (default: $DDLIO_DB or ./results.db)")
     parser.add_argument("--workload-out", metavar="FILE.yaml",
                         help="also write a conf/workload/ preset that emulates the (first) log with POSIX reads")
+    parser.add_argument("--force", action="store_true",
+                        help="replace an existing --workload-out that ddlio did not write (never a shipped preset)")
 
 
 def main(args: argparse.Namespace) -> int:
     out = Path(args.workload_out) if args.workload_out else None
     if out is not None and out.suffix not in (".yaml", ".yml"):
         raise DdlioError(f"import-darshan: --workload-out {out} must name a .yaml file (e.g. conf/workload/app.yaml)")
+    if out is not None:
+        check_file(out, "yaml", args.force, what="import-darshan: --workload-out")  # before anything is stored
     records = [read_log(p) for p in args.logs]  # all read (and checked) before the store is touched
     preset = None
     if out is not None:
@@ -44,8 +49,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"  missing from this log: {m}")
     if preset is not None and out is not None:
         text, assumptions = preset
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
+        write_file(out, text, what="import-darshan: --workload-out")
         print(f"workload preset written to {out}; assumptions:")
         for a in assumptions:
             print(f"  - {a}")
