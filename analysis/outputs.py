@@ -113,7 +113,7 @@ def check_file(path: str | os.PathLike, kind: str, force: bool = False, what: st
                               "--force to replace it")
         if not os.access(full, os.W_OK):
             raise OutputError(f"{what} {p} is read-only")
-    _probe(full.parent, what, p)
+    _probe(p.parent, what, p)  # as the user named it: messages name the part of their path in the way
     return p
 
 
@@ -129,7 +129,7 @@ def check_dir(path: str | os.PathLike, force: bool = False, what: str = "--out")
                           "directory")
     if full.exists() and not full.is_dir():
         raise OutputError(f"{what} {p} exists and is not a directory: name a directory")
-    _probe(full, what, p)
+    _probe(p, what, p)
     return p
 
 
