@@ -68,15 +68,53 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if not any(a.split("=", 1)[0] in _HYDRA_COMMANDS for a in args):
         args = ["--multirun", *args]
-    saved = sys.argv
+    saved, full_error = sys.argv, os.environ.get("HYDRA_FULL_ERROR")
     sys.argv = [saved[0] if saved else "sweep.py", *args]
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises what it refuses instead of exiting 1: see run()
     try:
         _point()
     except SystemExit as e:  # --help, bad input (2), failed points (1), interrupted (130)
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     finally:
         sys.argv = saved
+        if full_error is None:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+        else:
+            os.environ["HYDRA_FULL_ERROR"] = full_error
     return 0
+
+
+def refused(e: BaseException) -> str | None:
+    """The one-line message for what Hydra (composition, override syntax, types, unknown keys or group options)
+    or a sweeper (its options, its parameters' ranges) refused, or None when ``e`` is not bad input."""
+    from hydra.errors import HydraException, MissingConfigException
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
+    from experiments.config.validate.keys import unknown_key_problem  # lazy: only on an error
+
+    cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else None
+    if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and getattr(cause, "full_key", None):
+        return unknown_key_problem(str(cause.full_key))
+    missing, options = getattr(e, "missing_cfg_file", None), getattr(e, "options", None)
+    if isinstance(e, MissingConfigException) and missing and options:  # a group option: format=hdf6
+        group, _, name = str(missing).rpartition("/")
+        return f"{group}={name} is unknown: choose one of {', '.join(options)}"
+    if isinstance(e, (HydraException, OmegaConfBaseException)):
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+        detail = [ln for ln in (str(cause).splitlines() if cause else []) if ln.strip()][:1]
+        keep = [ln for ln in lines if not ln.startswith(("full_key:", "object_type=", "reference_type=", "See https"))]
+        return "; ".join(keep[:2] + detail)
+    tb, frames = e.__traceback__, []
+    while tb is not None:
+        frames.append(tb.tb_frame.f_code.co_filename.replace(os.sep, "/"))
+        tb = tb.tb_next
+    raised_in = frames[-1] if frames else ""  # where it was raised: Hydra's or Optuna's own code, not ddlio's
+    if isinstance(e, (ValueError, TypeError)) and any("hydra_optuna_sweeper" in f for f in frames) and (
+            "/optuna/" in raised_in or "hydra_optuna_sweeper" in raised_in):
+        return f"hydra/sweeper=optuna refused its settings: {e}"
+    if isinstance(e, (ValueError, TypeError)) and "/hydra/" in raised_in:
+        return f"Hydra refused the overrides: {e}"
+    return None
 
 
 def run() -> int:
@@ -96,6 +134,10 @@ def run() -> int:
             raise
         if isinstance(e, DdlioError):
             print(f"error: {e}", file=sys.stderr)
+            return 2
+        message = refused(e)
+        if message is not None:
+            print(mask(f"error: {message}"), file=sys.stderr)
             return 2
         print(mask(f"error: {type(e).__name__}: {e}".splitlines()[0][:500]), file=sys.stderr)
         print("(an unexpected error in ddlio; set DDLIO_TRACEBACK=1 to see the traceback)", file=sys.stderr)

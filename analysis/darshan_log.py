@@ -206,6 +206,9 @@ def _record(report: Any, path: Path) -> dict[str, Any]:
         m = report.records["MPI-IO"].to_df()["counters"]
         rec["mpiio_bytes_read"] = int(m["MPIIO_BYTES_READ"].sum())
     rec.update(_lustre(report, set(used["id"].tolist())))
+    from analysis.diagnose.darshan import counters  # lazy: the diagnose package's own counts, kept for diagnose
+
+    rec["diagnose"] = counters(report)
     if "stripe_count" not in rec:
         rec["missing"].append("LUSTRE records (stripe count and size)")
     return rec

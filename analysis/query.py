@@ -18,7 +18,7 @@ SUMMARY_COLUMNS = [
     "posix_reads", "posix_bytes_read", "amplification",
     "io_time_slowest_s", "bandwidth_mib_s", "iops", "wall_time_s", "samples_per_s", "au", "lat_p50_us",
     "lat_p99_us", "cache", "first_read", "overlapping", "fs_type", "job_id", "job_state", "error", "finished_utc",
-    "measurement_id", "source",
+    "measurement_id", "source", "settle",
 ]
 
 

@@ -21,6 +21,7 @@ from sqlalchemy import Text, cast, select
 
 from analysis import frames as F
 from analysis import guidelines as G
+from analysis.diagnose.cli import report_section as diagnosis_section
 from analysis.figures import build_figures, png_bytes
 from analysis.outputs import check_file, mark_html, write_file
 from analysis.query import analysis_frame, environments_frame, hist_frame, observed_frame, parse_where, summary_frame
@@ -128,6 +129,7 @@ def build_report(store: StoreReader, where: str | None = None, title: str = "ddl
     parts += _swept_section(store, points, summary)
     parts += _guidelines_section(store, points, G.Settings())
     parts += _figures_section(store, points)
+    parts.append(diagnosis_section(store, where))  # the diagnosis: its own package (analysis.diagnose)
     parts.append("<h2>Provenance</h2><h3>Environments</h3>")
     parts.append(html_table(provenance_frame(store)))
     parts.append("<h3>File systems and stripe layouts</h3>")

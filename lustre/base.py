@@ -25,19 +25,27 @@ from lustre.fs import FsInfo
 @dataclass(frozen=True)
 class Layout:
     """A requested plain layout: ``stripe_count`` as ``lfs setstripe -c`` takes it (-1 = all OSTs, 0 = the file
-    system's default, N >= 1) and ``stripe_size`` in bytes (0 = the file system's default)."""
+    system's default, N >= 1) and ``stripe_size`` in bytes (0 = the file system's default); ``object_size`` in
+    bytes and ``pool``, on the backends that have them (CephFS; Lustre has pools), 0 / "" = the file system's."""
 
     stripe_count: int = 1
     stripe_size: int = 1024 * 1024
+    object_size: int = 0
+    pool: str = ""
 
     def problems(self) -> list[str]:
         """Every reason this layout cannot be applied, each naming what is valid (the rules of the default
         striping backend: :func:`lustre.registry.validate_request`)."""
         return registry.validate_request(self)
 
-    def requested(self) -> dict[str, int]:
-        """The request as a layout record stores it."""
-        return {"stripe_count": self.stripe_count, "stripe_size": self.stripe_size}
+    def requested(self) -> dict[str, Any]:
+        """The request as a layout record stores it (``object_size`` and ``pool`` only when given)."""
+        out: dict[str, Any] = {"stripe_count": self.stripe_count, "stripe_size": self.stripe_size}
+        if self.object_size:
+            out["object_size"] = self.object_size
+        if self.pool:
+            out["pool"] = self.pool
+        return out
 
 
 @dataclass
@@ -46,7 +54,8 @@ class LayoutRecord:
 
     ``applicable`` is False where the file system does not stripe (with the ``reason``); ``applied`` holds what the
     backend read back for the directory, ``files`` per file (Lustre: ``stripe_count``, ``stripe_size`` in bytes,
-    ``pattern``, ``stripe_offset``, ``osts``)."""
+    ``pattern``, ``stripe_offset``, ``osts``, ``components``; CephFS: ``stripe_count``, ``stripe_size``,
+    ``object_size`` in bytes, ``pool``, ``inode``, ``targets``: the OSDs of its first objects)."""
 
     applicable: bool
     fs_type: str
@@ -67,14 +76,17 @@ class StorageBackend(Protocol):
     name: ClassVar[str]
     #: whether this file system stripes a file over storage targets (the stripe knobs apply here)
     stripes: ClassVar[bool]
+    #: the layout knobs beyond stripe and stripe_size it applies (``object_size``, ``pool``); others are refused
+    knobs: ClassVar[frozenset[str]]
 
     def detect(self, info: FsInfo) -> bool:
         """True when the file system these facts describe (statfs and the mount table, read once by
         :func:`lustre.fs.fs_info`; ``info.path`` is the path asked about) is this kind of file system."""
         ...
 
-    def validate(self, request: Layout) -> list[str]:
-        """Every reason ``request`` cannot be applied here, each naming what is valid ([] when it can)."""
+    def validate(self, request: Layout, where: str | os.PathLike | None = None) -> list[str]:
+        """Every reason ``request`` cannot be applied here (at ``where``, when known: a backend may read the layout
+        a new directory there would inherit), each naming what is valid ([] when it can)."""
         ...
 
     def apply(self, directory: str | os.PathLike, request: Layout) -> LayoutRecord:

@@ -133,6 +133,9 @@ def fs_info(path: str | os.PathLike) -> FsInfo:
     magic, free, total = statfs_magic(anc)
     mnt, mtype, source = _mount_of(anc)
     name = FS_MAGICS.get(magic)
+    if name == "fuse" and mtype == "fuse.ceph-fuse":
+        name = "ceph"  # ceph-fuse reports the generic FUSE magic; the mount table names the client (lustre.ceph
+        # detects CephFS by its xattrs, whatever the name)
     if name is None:
         name = mtype if mtype != "unknown" else f"unknown-{magic:#x}"
     return FsInfo(str(path), name, magic, mnt, mtype, source, free, total)

@@ -51,6 +51,8 @@ def setstripe_args(request: Layout) -> list[str]:
     args = ["-c", str(request.stripe_count)]
     if request.stripe_size:
         args += ["-S", str(request.stripe_size)]
+    if request.pool:
+        args += ["-p", request.pool]
     return args
 
 
@@ -79,10 +81,14 @@ def _run_lfs(args: list[str], timeout_s: float = 60.0) -> str:
 
 
 def parse_getstripe_yaml(text: str) -> dict[str, Any]:
-    """Normalise ``lfs getstripe --yaml`` output (file, directory, or composite/PFL layout) to
-    ``{stripe_count, stripe_size, pattern, stripe_offset, osts, components}`` (sizes in bytes).
+    """Normalise ``lfs getstripe --yaml`` output (file, directory, or composite layout) to ``{stripe_count,
+    stripe_size, pattern, stripe_offset, osts, pool, components}`` (sizes in bytes).
 
-    For a composite layout the top-level figures are those of the first component, and ``components`` lists all.
+    Composite layouts (PFL, Data-on-MDT) come in two forms: ``component0:``, ``component1:`` ... (Lustre before
+    2.16) and a ``components:`` list (2.16); each component is recorded with its extent (``extent_start``,
+    ``extent_end``: bytes, None for EOF) and pattern (``mdt``: its bytes live on the MDT, no OSTs). For a composite
+    layout the top-level figures are those of the first component on OSTs (``dom_bytes``: the size of a
+    Data-on-MDT first component, else absent).
     """
     try:
         doc = yaml.safe_load(text)
@@ -90,37 +96,58 @@ def parse_getstripe_yaml(text: str) -> dict[str, Any]:
         raise LayoutError(f"could not read 'lfs getstripe --yaml' output: {e}") from e
     if not isinstance(doc, dict):
         raise LayoutError(f"unexpected 'lfs getstripe --yaml' output: {text[:200]!r}")
-
-    def plain(d: dict[str, Any]) -> dict[str, Any]:
-        def get(key: str) -> Any:
-            return d.get(f"lmm_{key}", d.get(key))
-
-        objs = d.get("lmm_objects") or []
-        return {
-            "stripe_count": int(get("stripe_count")) if get("stripe_count") is not None else None,
-            "stripe_size": int(get("stripe_size")) if get("stripe_size") is not None else None,
-            "pattern": str(get("pattern")) if get("pattern") is not None else None,
-            "stripe_offset": int(get("stripe_offset")) if get("stripe_offset") is not None else None,
-            "osts": [int(o["l_ost_idx"]) for o in objs if isinstance(o, dict) and "l_ost_idx" in o],
-        }
-
-    if "components" in doc:
-        comps = []
-        for c in doc["components"] or []:
-            sub = c.get("sub_layout", c)
-            entry = plain(sub)
-            entry["extent_start"] = c.get("lcme_extent.e_start")
-            entry["extent_end"] = c.get("lcme_extent.e_end")
-            comps.append(entry)
+    numbered = sorted((k for k in doc if isinstance(k, str) and k.startswith("component") and k[9:].isdigit()),
+                      key=lambda k: int(k[9:]))
+    listed = doc.get("components") if "components" in doc else ([doc[k] for k in numbered] if numbered else None)
+    if listed is not None:
+        comps = [_component(c) for c in listed or []]
         if not comps:
             raise LayoutError("'lfs getstripe --yaml' reported a composite layout without components")
-        return {**comps[0], "components": comps}
-    out = plain(doc)
+        on_osts = [c for c in comps if c["pattern"] != "mdt"] or comps
+        out = {**on_osts[0], "components": comps}
+        if comps[0]["pattern"] == "mdt":
+            out["dom_bytes"] = comps[0]["extent_end"]
+        return out
+    out = _plain(doc)
     if out["stripe_count"] is None:
         raise LayoutError(f"'lfs getstripe --yaml' output has no stripe count: {text[:200]!r}")
     out["components"] = []
     return out
 
+
+def _plain(d: dict[str, Any]) -> dict[str, Any]:
+    def get(key: str) -> Any:
+        return d.get(f"lmm_{key}", d.get(key))
+
+    objs = d.get("lmm_objects") or []
+    out = {
+        "stripe_count": int(get("stripe_count")) if get("stripe_count") is not None else None,
+        "stripe_size": int(get("stripe_size")) if get("stripe_size") is not None else None,
+        "pattern": str(get("pattern")) if get("pattern") is not None else None,
+        "stripe_offset": int(get("stripe_offset")) if get("stripe_offset") is not None else None,
+        "osts": [int(o["l_ost_idx"]) for o in objs if isinstance(o, dict) and "l_ost_idx" in o],
+    }
+    if get("pool"):
+        out["pool"] = str(get("pool"))
+    return out
+
+
+def _component(c: dict[str, Any]) -> dict[str, Any]:
+    def extent(v: Any) -> int | None:
+        return None if v in (None, "EOF", "eof", -1) else int(v)
+
+    entry = _plain(c.get("sub_layout", c))
+    entry["extent_start"] = extent(c.get("lcme_extent.e_start"))
+    entry["extent_end"] = extent(c.get("lcme_extent.e_end"))
+    if c.get("lcme_flags") is not None:
+        entry["flags"] = str(c["lcme_flags"])
+    return entry
+
+
+def active_osts(text: str) -> int:
+    """Active OSTs in ``lfs df`` output: the ``<fs>-OSTxxxx_UUID`` lines (an inactive one prints ``OSTxxxx :
+    inactive device`` instead)."""
+    return sum(1 for line in text.splitlines() if "-OST" in line.split(" ", 1)[0] and "_UUID" in line)
 
 
 class LustreBackend:
@@ -128,11 +155,12 @@ class LustreBackend:
 
     name: ClassVar[str] = "lustre"
     stripes: ClassVar[bool] = True
+    knobs: ClassVar[frozenset[str]] = frozenset({"pool"})
 
     def detect(self, info: FsInfo) -> bool:
         return info.is_lustre
 
-    def validate(self, request: Layout) -> list[str]:
+    def validate(self, request: Layout, where: str | os.PathLike | None = None) -> list[str]:
         return layout_problems(request)
 
     def apply(self, directory: str | os.PathLike, request: Layout) -> LayoutRecord:
@@ -144,6 +172,10 @@ class LustreBackend:
             raise LayoutError(f"{d} already holds files: a layout must be set before any file exists in it")
         _run_lfs(["setstripe", *setstripe_args(request), str(d)])
         applied = parse_getstripe_yaml(_run_lfs(["getstripe", "-d", "--yaml", str(d)]))
+        osts = active_osts(_run_lfs(["df", str(d)]))
+        applied["active_osts"] = osts
+        if osts and (request.stripe_count == -1 or request.stripe_count > osts):
+            applied["stripe_count_capped"] = osts  # Lustre stripes a new file over at most the active OSTs
         return LayoutRecord(True, fs_info(d).type, request.requested(), applied=applied)
 
     def read_back(self, file: str | os.PathLike) -> dict[str, Any]:

@@ -16,12 +16,13 @@ class PosixBackend:
 
     name: ClassVar[str] = "posix"
     stripes: ClassVar[bool] = False
+    knobs: ClassVar[frozenset[str]] = frozenset()
 
     def detect(self, info: FsInfo) -> bool:
         return True  # the fallback: any file system that holds data
 
-    def validate(self, request: Layout) -> list[str]:
-        return []  # nothing is applied: any request is as good as another
+    def validate(self, request: Layout, where: str | os.PathLike | None = None) -> list[str]:
+        return []  # nothing is applied: any stripe request is as good as another
 
     def apply(self, directory: str | os.PathLike, request: Layout) -> LayoutRecord:
         d = Path(directory)

@@ -82,12 +82,49 @@ class SlurmCluster:
     cpus_per_node: int
 
 
+#: the first line tests/cluster/slurm.sh writes into the slurm.conf it generates, and the cluster name it gives
+OWN_SLURM_MARK = "# written by ddlio tests/cluster/slurm.sh"
+OWN_SLURM_NAME = "ci"
+#: names the one other Slurm cluster the tests may submit to (its ClusterName), where the user says so
+SLURM_ENV = "DDLIO_TEST_SLURM_CLUSTER"
+
+
+def slurm_conf() -> Path:
+    """The slurm.conf the Slurm commands read: $SLURM_CONF, else Debian's and Slurm's default."""
+    return Path(os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf")
+
+
+def slurm_refusal() -> str | None:
+    """Why the tests must not use the Slurm cluster the commands here would talk to (None: they may).
+
+    A test submits jobs and cancels them, so it runs only against the project's own test cluster, recognised by
+    the slurm.conf tests/cluster/slurm.sh wrote (its first line and ``ClusterName=ci``), or against the cluster
+    the user names in $DDLIO_TEST_SLURM_CLUSTER (its ``ClusterName``). Whether ``sinfo`` answers says nothing:
+    on a login node it answers for the site's cluster."""
+    conf = slurm_conf()
+    try:
+        text = conf.read_text(errors="replace")
+    except OSError:
+        return f"no Slurm test cluster: {conf} is not readable (run tests/cluster/slurm.sh start)"
+    names = [ln.split("=", 1)[1].strip() for ln in text.splitlines()
+             if ln.strip().lower().startswith("clustername=")]
+    name = names[-1] if names else ""
+    wanted = os.environ.get(SLURM_ENV, "").strip()
+    if wanted:
+        return None if name == wanted else (f"{SLURM_ENV}={wanted}, but {conf} is for cluster {name or '(unnamed)'}"
+                                            ": the tests submit to the cluster named there only")
+    if text.startswith(OWN_SLURM_MARK) and name == OWN_SLURM_NAME:
+        return None
+    return (f"{conf} is not the project's test cluster (tests/cluster/slurm.sh start writes one); "
+            f"to test against cluster {name or '(unnamed)'} say so: {SLURM_ENV}={name or 'NAME'}")
+
+
 @pytest.fixture(autouse=True)
 def _cancel_leftover_slurm_jobs(request: pytest.FixtureRequest) -> Iterator[None]:
     """After a test that used the Slurm cluster, cancel the jobs it left (those whose working directory is under
     its tmp_path): a test that fails while its job still runs (a step hung in MPI start-up) must not hold the
-    cluster's nodes for the next tests."""
-    if "slurm_cluster" not in request.fixturenames or shutil.which("squeue") is None:
+    cluster's nodes for the next tests. Only on a cluster the tests may use (:func:`slurm_refusal`)."""
+    if "slurm_cluster" not in request.fixturenames or shutil.which("squeue") is None or slurm_refusal():
         yield
         return
     tmp = str(request.getfixturevalue("tmp_path"))
@@ -103,21 +140,27 @@ def _cancel_leftover_slurm_jobs(request: pytest.FixtureRequest) -> Iterator[None
 
 @pytest.fixture(scope="session")
 def slurm_cluster() -> Iterator[SlurmCluster]:
-    """The Slurm cluster ``sinfo`` answers for (``tests/cluster/slurm.sh start`` brings one up: nodes n1, n2).
+    """The project's test Slurm cluster (``tests/cluster/slurm.sh start``: nodes n1, n2), or the one
+    $DDLIO_TEST_SLURM_CLUSTER names (:func:`slurm_refusal`).
 
-    Skips when there is no ``sinfo`` or it does not answer within a few seconds; fails when it answers but no node
-    of the default partition is idle, mixed or allocated (a broken cluster must not pass as an absent one)."""
-    reason = "no Slurm cluster: run tests/cluster/slurm.sh start"
+    Skips, with one line, when it is neither or ``sinfo`` does not answer within a few seconds; fails when it
+    answers but no node of the default partition is idle, mixed or allocated (a broken cluster must not pass as
+    an absent one)."""
+    reason = "no Slurm test cluster"
     if shutil.which("sinfo") is None:
-        pytest.skip(f"{reason} (no sinfo on PATH)")
+        pytest.skip(f"{reason}: no sinfo on PATH (run tests/cluster/slurm.sh start)")
+    refusal = slurm_refusal()
+    if refusal:
+        pytest.skip(refusal)
     try:
         out = subprocess.run(
             ["sinfo", "-h", "-N", "-o", "%N|%P|%T|%c"], capture_output=True, text=True, timeout=5
         )
     except subprocess.TimeoutExpired:
-        pytest.skip(f"{reason} (sinfo did not answer within 5 s)")
+        pytest.skip(f"{reason}: sinfo did not answer within 5 s (tests/cluster/slurm.sh status)")
     if out.returncode != 0:
-        pytest.skip(f"{reason} (sinfo: {out.stderr.strip() or f'exit {out.returncode}'})")
+        first = (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[0]
+        pytest.skip(f"{reason}: sinfo: {first} (tests/cluster/slurm.sh status)")
     rows = [line.split("|") for line in out.stdout.splitlines() if line.count("|") == 3]
     default = [r for r in rows if r[1].endswith("*")] or rows
     if not default:

@@ -14,18 +14,22 @@ from conftest import ROOT
 from experiments import calibrate
 
 TINY = '''
-import keras
-
 def tiny(shape):
+    import keras  # inside: the module imports without TensorFlow, so its bad-input tests run on any install
+
     model = keras.Sequential([keras.Input(shape=shape, dtype="uint8"), keras.layers.Rescaling(1 / 255),
                               keras.layers.Flatten(), keras.layers.Dense(3, activation="softmax")])
     model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
     return model
 
 def uncompiled(shape):
+    import keras
+
     return keras.Sequential([keras.Input(shape=shape), keras.layers.Flatten(), keras.layers.Dense(1)])
 
 def regressor():
+    import keras
+
     model = keras.Sequential([keras.Input(shape=(4,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
     return model

@@ -185,3 +185,37 @@ def test_dry_run_prints_the_whole_job_script(sweep, tmp_path):
     assert "| #SBATCH --partition='a$(b)'" in p.stdout
     assert "-u -m submitit.core._submit" in p.stdout
     assert not (tmp_path / "r.db").exists() and not (tmp_path / "data").exists()
+
+
+# ----------------------------------------------------- every refusal of bad input: exit 2, one line, nothing written
+@pytest.mark.parametrize(("overrides", "message"), [
+    (("hydra.sweeper.n_trials=0",), "hydra.sweeper.n_trials=0 is out of range: must be an integer >= 1"),
+    (("hydra.sweeper.n_trials=-3",), "hydra.sweeper.n_trials=-3 is out of range"),
+    (("hydra.sweeper.n_jobs=0",), "hydra.sweeper.n_jobs=0 is out of range"),
+    (("hydra.sweeper.n_trials=2", "workload.read_threads=range(5,0)"),
+     "hydra/sweeper=optuna refused its settings: The `low` value must be smaller than or equal to the `high`"),
+    (("hydra.sweeper.n_trials=2", "hydra.sweeper.direction=sideways"), "refused its settings: Please set either"),
+    (("hydra.sweeper.n_trials=2", "+workload.read_thread=choice(1,2)"), "did you mean workload.read_threads?"),
+])
+def test_the_optuna_sweepers_bad_settings_are_one_message_and_exit_2(sweep, tmp_path, overrides, message):
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="pip install -e '.[tune]'")
+    p = sweep("-m", "hydra/sweeper=optuna", *overrides, "workload=tiny", timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stderr.startswith("error: ") and message in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stdout + p.stderr
+    assert not (tmp_path / "r.db").exists() and not (tmp_path / "data").exists()
+
+
+def test_a_flush_file_larger_than_the_free_space_is_named_as_the_flush_file(sweep, tmp_path):
+    p = sweep("workload=tiny", "workload.cache=storage_cold", "workload.flush_size=1000TiB", timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "the storage_cold flush file (workload.flush_size=1000.0 TiB) needs 1000.0 TiB" in p.stderr, p.stderr
+    assert "lower workload.flush_size" in p.stderr and "workload.samples" not in p.stderr, p.stderr
+    assert not (tmp_path / "r.db").exists() and not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("override", ["+cluster.env.MY_VAR=1", "+experiment=paper_formats"])
+def test_open_maps_and_config_groups_still_take_new_keys(sweep, tmp_path, override):
+    p = sweep(override, "workload=tiny", "dry_run=true", timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "dry run:" in p.stdout and not (tmp_path / "data").exists()

@@ -5,7 +5,8 @@ FAKE_LFS, a stand-in script for Lustre's ``lfs`` command (named as such), at the
 from __future__ import annotations
 
 import os
-import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -83,45 +84,113 @@ def test_parse_garbage_is_a_layout_error():
         parse_getstripe_yaml("hello: world\n")
 
 
-FAKE_LFS = """#!/bin/sh
-# FAKE_LFS: a stand-in for Lustre's lfs command (Lustre cannot run here). It logs its arguments and answers
-# getstripe with a fixture; setstripe fails when asked for more OSTs than the fake file system has.
-echo "$@" >> "{log}"
-case "$1" in
-  setstripe) if [ "$3" -gt 8 ]; then
-               echo "lfs setstripe: invalid stripe count $3: Invalid argument" >&2; exit 22
-             fi ;;
-  getstripe) cat "{fixture}" ;;
-esac
-"""
+FAKE_LFS = FIXTURES / "fake_lfs.py"  # the stand-in for Lustre's lfs (named as a fake; sources in its README)
 
 
 @pytest.fixture
 def fake_lustre(tmp_path, monkeypatch):
-    """FAKE_LFS on PATH, and statfs answering with Lustre's magic for tmp_path (the one kernel fact we fake)."""
+    """FAKE_LFS on PATH as ``lfs`` with tmp_path as its Lustre mount (8 OSTs, OST 7 inactive, pool ``flash``),
+    and statfs answering with Lustre's magic for tmp_path (the one kernel fact we fake). Returns its log."""
     log = tmp_path / "lfs.log"
-    script = tmp_path / "bin" / "lfs"
-    script.parent.mkdir()
-    script.write_text(FAKE_LFS.format(log=log, fixture=FIXTURES / "dir_stripe8.yaml"))
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{script.parent}{os.pathsep}{os.environ['PATH']}")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "lfs").write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE_LFS} \"$@\"\n")
+    (bindir / "lfs").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_LFS_ROOT", str(tmp_path))
+    monkeypatch.setenv("FAKE_LFS_LOG", str(log))
+    monkeypatch.setenv("FAKE_LFS_INACTIVE", "7")
+    monkeypatch.setenv("FAKE_LFS_POOLS", "flash")
     real = lfs_fs.statfs_magic
     monkeypatch.setattr(lfs_fs, "statfs_magic", lambda p: (LUSTRE_MAGIC, *real(p)[1:]))
     return log
 
 
+def _lfs(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["lfs", *args], capture_output=True, text=True, timeout=30, cwd=cwd)
+
+
 def test_lustre_path_sets_the_layout_before_any_file_exists(tmp_path, fake_lustre):
-    rec = apply_layout(tmp_path / "ds", Layout(8, 4 << 20))
+    rec = apply_layout(tmp_path / "ds", Layout(4, 4 << 20))
     assert rec.applicable and rec.fs_type == "lustre"
-    assert rec.applied["stripe_count"] == 8
+    assert rec.applied["stripe_count"] == 4 and rec.applied["stripe_size"] == 4 << 20
+    assert rec.applied["active_osts"] == 7 and "stripe_count_capped" not in rec.applied
     calls = fake_lustre.read_text().splitlines()
-    assert calls[0] == f"setstripe -c 8 -S 4194304 {tmp_path / 'ds'}"
+    assert calls[0] == f"setstripe -c 4 -S 4194304 {tmp_path / 'ds'}"
     assert calls[1] == f"getstripe -d --yaml {tmp_path / 'ds'}"
+    assert calls[2] == f"df {tmp_path / 'ds'}"
+
+
+def test_files_report_the_layout_they_got_with_their_osts(tmp_path, fake_lustre):
+    rec = apply_layout(tmp_path / "ds", Layout(4, 1 << 20, pool="flash"))
+    (tmp_path / "ds" / "f").write_bytes(b"x")
+    rec = lay.read_layout(rec, [tmp_path / "ds" / "f"])
+    got = rec.files["f"]
+    assert got["stripe_count"] == 4 and len(set(got["osts"])) == 4 and 7 not in got["osts"]
+    assert got["pool"] == "flash" and got["pattern"] == "raid0"
+
+
+def test_a_count_above_the_active_osts_is_capped_and_recorded(tmp_path, fake_lustre):
+    rec = apply_layout(tmp_path / "ds", Layout(-1, 1 << 20))
+    assert rec.applied["stripe_count_capped"] == 7
+    (tmp_path / "ds" / "f").write_bytes(b"x")
+    assert lay.read_layout(rec, [tmp_path / "ds" / "f"]).files["f"]["stripe_count"] == 7
+
+
+@pytest.mark.parametrize(("args", "rc", "said"), [
+    (["-c", "2001"], 22, "lfs setstripe: invalid stripe count '2001'"),
+    (["-S", "100000"], 22, "bad stripe_size 100000, must be an even multiple of 65536 bytes"),
+    (["-p", "nvme"], 22, "pool 'testfs.nvme' does not exist"),
+])
+def test_the_fake_refuses_as_lfs_does(tmp_path, fake_lustre, args, rc, said):
+    p = _lfs("setstripe", *args, str(tmp_path))
+    assert p.returncode == rc and said in p.stderr
+
+
+def test_the_fake_knows_stripe_already_set_and_non_lustre_paths(tmp_path, fake_lustre):
+    (tmp_path / "f").write_bytes(b"data")
+    p = _lfs("setstripe", "-c", "2", str(tmp_path / "f"))
+    assert p.returncode == 17 and p.stderr.strip().endswith("stripe already set")
+    p = _lfs("getstripe", "/proc/self")
+    assert p.returncode == 19 and "is not on a Lustre filesystem" in p.stderr
+
+
+def test_the_fake_answers_in_lfs_formats(tmp_path, fake_lustre):
+    d = tmp_path / "d"
+    d.mkdir()
+    assert _lfs("setstripe", "-c", "3", "-S", "2097152", str(d)).returncode == 0
+    one_line = _lfs("getstripe", "-d", str(d)).stdout.strip()
+    assert one_line == "stripe_count:  3 stripe_size:   2097152 pattern:       raid0 stripe_offset: -1"
+    (d / "f").write_bytes(b"x")
+    assert _lfs("getstripe", "-c", str(d / "f")).stdout.strip() == "3"
+    assert _lfs("getstripe", "-S", str(d / "f")).stdout.strip() == "2097152"
+    plain = _lfs("getstripe", str(d / "f")).stdout
+    assert plain.startswith(f"{d / 'f'}\nlmm_stripe_count:  3\n") and "obdidx" in plain
+    df = _lfs("df", str(d)).stdout
+    assert "OST0007             : inactive device" in df and "filesystem_summary:" in df
+    assert parse_getstripe_yaml(_lfs("getstripe", "--yaml", str(d / "f")).stdout)["stripe_count"] == 3
 
 
 def test_lfs_failure_is_wrapped_with_what_lfs_said(tmp_path, fake_lustre):
-    with pytest.raises(LayoutError, match="invalid stripe count 16: Invalid argument"):
-        apply_layout(tmp_path / "ds", Layout(16, 1 << 20))
+    with pytest.raises(LayoutError, match="pool 'testfs.nvme' does not exist"):
+        apply_layout(tmp_path / "ds", Layout(2, 1 << 20, pool="nvme"))
+
+
+@pytest.mark.parametrize("fixture", ["file_pfl.yaml", "file_pfl_pre216.yaml"])
+def test_both_composite_forms_are_recorded_by_component(fixture):
+    d = parse_getstripe_yaml((FIXTURES / fixture).read_text())
+    assert [c["stripe_count"] for c in d["components"]] == [1, 4]
+    assert d["components"][0]["extent_end"] == 64 << 20 and d["components"][1]["extent_end"] is None
+    assert d["components"][1]["osts"] == [1, 2, 3, 0]
+
+
+def test_data_on_mdt_is_recognised(tmp_path, fake_lustre, monkeypatch):
+    monkeypatch.setenv("FAKE_LFS_FILE_YAML", str(FIXTURES / "file_dom.yaml"))
+    rec = apply_layout(tmp_path / "ds", Layout(2, 1 << 20))
+    (tmp_path / "ds" / "f").write_bytes(b"x")
+    got = lay.read_layout(rec, [tmp_path / "ds" / "f"]).files["f"]
+    assert got["dom_bytes"] == 1 << 20 and got["components"][0]["pattern"] == "mdt"
+    assert got["stripe_count"] == 2 and got["osts"] == [5, 6]  # the top-level figures: the first on OSTs
 
 
 def test_missing_lfs_on_lustre_says_how_to_get_it(tmp_path, monkeypatch):
@@ -137,8 +206,9 @@ def test_the_registry_picks_the_backend_by_file_system(tmp_path, fake_lustre):
     assert backend_for(tmp_path).name == "lustre"
     assert backend("ext4").name == "posix" and backend("ext4").validate(Layout(-5, 100)) == []
     assert describe(Layout(4, 1 << 20)) == describe(Layout(4, 1 << 20), "ext4") == "4OST"
-    rec = lay.read_layout(apply_layout(tmp_path / "ds", Layout(8, 4 << 20)), [tmp_path / "ds" / "f"])
-    assert rec.files["f"]["stripe_count"] == 8
+    rec = apply_layout(tmp_path / "ds", Layout(6, 4 << 20))
+    (tmp_path / "ds" / "f").write_bytes(b"x")
+    assert lay.read_layout(rec, [tmp_path / "ds" / "f"]).files["f"]["stripe_count"] == 6
 
 
 def test_one_answer_to_is_this_lustre(tmp_path):
@@ -157,11 +227,12 @@ class StripingStub:
 
     name = "stub"
     stripes = True
+    knobs = frozenset()
 
     def detect(self, info):
         return True
 
-    def validate(self, request):
+    def validate(self, request, where=None):
         return [] if request.stripe_count <= 4 else ["stripe: at most 4 on the stub"]
 
 
@@ -179,3 +250,14 @@ def test_a_new_backend_is_a_registry_line(tmp_path, monkeypatch):
     assert registry.backend_for(tmp_path).name == "stub"
     assert check_file_system([], tmp_path, 4, 1024)["striping_applicable"] is True
     assert registry.validate_request(Layout(8, 0), kind) == ["stripe: at most 4 on the stub"]
+
+
+def test_layout_knobs_are_refused_where_the_backend_has_none():
+    from lustre import validate_request
+
+    said = validate_request(Layout(1, 1 << 20, 8 << 20), "lustre")
+    assert said == ["object_size=8388608 is a layout knob of CephFS only, and data_root is on lustre: leave "
+                    "object_size at its default (0) here"]
+    assert validate_request(Layout(1, 1 << 20, pool="flash"), "lustre") == []  # Lustre has OST pools
+    assert "pool='flash' is a layout knob of CephFS and Lustre only" in validate_request(
+        Layout(1, 1 << 20, pool="flash"), "ext4")[0]

@@ -86,12 +86,16 @@ FIELDS: tuple[tuple[str, str | None, str, str | None], ...] = (
     ("workload.sample_shape",       "workload.sample_shape",      "sample_shape",        None),
     ("workload.compute",            "workload.compute",           "compute",             None),
     ("workload.compute_threads",    "workload.compute_threads",   "compute_threads",     None),
+    ("layout.object_size",          "object_size",                "object_size",         None),
+    ("layout.pool",                 "pool",                       "pool",                None),
 )
 #: composed keys that are not fields of a point: how a sweep runs, not what a point measures (why)
 NOT_IN_POINT = {
     "db_url_file": "replaces db while validating (the URL with its password stays in the driver)",
     "wait": "how the driver waits for jobs", "dry_run": "whether anything is submitted",
-    "retry_failed": "which stored points run again", "order": "the order points run in",
+    "retry_failed": "which stored points run again",
+    "remeasure_earlier": "which stored points run again (those of an earlier method)",
+    "order": "the order points run in",
     "objective": "what a point returns to a sweeper (every objective is a stored total)",
 }
 #: the store's columns filled from the stored form's derived keys, or worked out by the store (None)
@@ -165,7 +169,7 @@ def test_the_stored_form_holds_every_field_under_its_key():
     stored = {(f"{part}.{name}" if part else name): key for key, part, name in STORED_FORM}
     assert stored == {spec: key for spec, _, key, _ in FIELDS}
     assert not set(DERIVED_KEYS) & set(stored.values())
-    defaults = {f.name: f.default for f in dataclasses.fields(WorkloadSpec)}
+    defaults = {f.name: f.default for spec in (WorkloadSpec, LayoutSpec) for f in dataclasses.fields(spec)}
     assert all(defaults[k] == v for k, v in KEYLESS_DEFAULTS.items()), "a keyless default is not the spec's"
 
 

@@ -53,6 +53,9 @@ class LayoutSpec:
     fs_type: str = "unknown"
     # whether striping is applied there: the storage backend of its file system stripes (lustre.striping_applies)
     striping_applicable: bool = False
+    # CephFS object size, bytes (0: the directory's), and the layout's data pool ("" the directory's)
+    object_size: int = 0
+    pool: str = ""
 
 
 @dataclass(frozen=True)
@@ -235,6 +238,11 @@ class PointSpec:
     @property
     def point_key(self) -> str:
         return stored.point_key(self)
+
+    def earlier_keys(self) -> dict[str, str]:
+        """The keys an earlier ddlio gave this measurement by an earlier method, each with how that method differs
+        (:func:`~experiments.config.stored.earlier_point_keys`)."""
+        return stored.earlier_point_keys(self)
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form (:data:`~experiments.config.stored.STORED_FORM`), with the derived ranks, num_files and

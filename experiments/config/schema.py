@@ -140,6 +140,10 @@ class DdlioConf:
     stripe: int = 1
     # Lustre stripe size: bytes or units, a multiple of 64KiB (0 = file-system default)
     stripe_size: str = "1MiB"
+    # CephFS object size: bytes or units, a multiple of stripe_size (0 = the directory's; refused off CephFS)
+    object_size: str = "0"
+    # data pool of the layout (CephFS, Lustre OST pool; "" = the directory's; refused where there are none)
+    pool: str = ""
     # nodes per point
     nodes: int = 1
     # MPI ranks per node
@@ -156,6 +160,9 @@ class DdlioConf:
     db_url_file: str = ""
     # re-measure points that are already in the store
     force: bool = False
+    # re-measure only the points the store holds as measured by an earlier method (e.g. cold without settling);
+    # force=true re-measures every point. Not part of the point key.
+    remeasure_earlier: bool = False
     # native: ddlio's own reader; tf: TensorFlow's tf.data (TFRecordDataset, or from_generator for other formats)
     reader: str = "native"
     # wait for the jobs and store each result as it lands (false: submit and return; rerun to harvest)

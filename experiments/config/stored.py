@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 #: PointSpec fields added after points were first stored: at these values they are left out of the stored form
 #: (and of the point key), so that a point measured before them keeps its stored form and key
-KEYLESS_DEFAULTS: dict[str, Any] = {"compute": "sleep", "compute_threads": 0}
+KEYLESS_DEFAULTS: dict[str, Any] = {"compute": "sleep", "compute_threads": 0, "object_size": 0, "pool": ""}
 #: the parts of a point: "" is the point itself, the others its sub-specs (PointSpec.format, .layout, .workload)
 PARTS = ("", "format", "layout", "workload")
 
@@ -47,6 +47,7 @@ STORED_FORM: tuple[tuple[str, str, str], ...] = (
     ("settle", "workload", "settle"), ("flush_size", "workload", "flush_size"),
     ("sample_shape", "workload", "sample_shape"),
     ("compute", "workload", "compute"), ("compute_threads", "workload", "compute_threads"),
+    ("object_size", "layout", "object_size"), ("pool", "layout", "pool"),
 )
 #: what the stored form adds to the fields: derived from them, ignored when read back
 DERIVED_KEYS = ("ranks", "num_files", "dataset_key", "point_key")
@@ -111,6 +112,8 @@ def dataset_params(point: PointSpec) -> dict[str, Any]:
     if lay.striping_applicable:  # off Lustre, points that differ only in striping share one dataset
         params["stripe_count"] = lay.stripe_count
         params["stripe_size"] = lay.stripe_size
+        # added later: present only when given (refused where the backend does not apply them)
+        params.update({k: getattr(lay, k) for k in ("object_size", "pool") if getattr(lay, k)})
     return params
 
 
@@ -122,6 +125,7 @@ def measurement_params(point: PointSpec) -> dict[str, Any]:
         "read_options": point.format.read_options(),
         "stripe_count": lay.stripe_count,
         "stripe_size": lay.stripe_size,
+        **{k: getattr(lay, k) for k in ("object_size", "pool") if getattr(lay, k)},  # added later: when given
         "nodes": point.nodes,
         "ppn": point.ppn,
         "batch_size": w.batch_size,
@@ -156,3 +160,26 @@ def dataset_key(point: PointSpec) -> str:
 def point_key(point: PointSpec) -> str:
     """The key of the point: its dataset key, :func:`measurement_params` and :data:`SCHEMA_VERSION`."""
     return digest({"dataset": dataset_key(point), **measurement_params(point), "schema": SCHEMA_VERSION})
+
+
+#: How a point measured by an earlier method differs from one measured today, by the knob whose arrival changed the
+#: method: before b63f0f0 a cold point's dataset was not settled (no untimed read before its first measured epoch),
+#: and the point key held no ``settle``. Such a point keeps its key; :func:`earlier_point_keys` finds it.
+EARLIER_METHODS = {
+    "settle": "cold cache without settling (no untimed read of a fresh dataset before its first measured epoch; "
+              "ddlio before b63f0f0)",
+}
+
+
+def earlier_point_keys(point: PointSpec) -> dict[str, str]:
+    """The keys an earlier ddlio gave this measurement when it measured it by an earlier method, each with how
+    that method differs (:data:`EARLIER_METHODS`); empty when today's method is the only one it ever had.
+
+    A sweep that finds the point under one of these keys skips it and says so (``force=true`` measures it by
+    today's method, under :func:`point_key`): keys never change under stored points, and a stored point's method
+    is what its key implies."""
+    out: dict[str, str] = {}
+    params = measurement_params(point)
+    if params.pop("settle", False):  # a settled cold point: before settling, the same command gave this key
+        out[digest({"dataset": dataset_key(point), **params, "schema": SCHEMA_VERSION})] = EARLIER_METHODS["settle"]
+    return out

@@ -37,10 +37,14 @@ def prepare_cache(policy: str, epoch: int, files: list[Path], leader: bool,
         flushed = {"flush_bytes": n, "flush_s": secs}
     before = pagecache.residency(files)
     if policy in ("cold", "storage_cold"):
+        from lustre import drop_client_cache  # lazy: the storage layer, only where a cold epoch asks
+
+        client = drop_client_cache(files)  # a client's own cache (ceph-fuse's), before the page cache
         try:
             pagecache.evict(files)
         except OSError as e:
-            return {"before": before, "after": float("nan"), "error": f"eviction failed: {e}", **flushed}
+            return {"before": before, "after": float("nan"), "error": f"eviction failed: {e}", **flushed, **client}
+        return {"before": before, "after": pagecache.residency(files), **flushed, **client}
     elif epoch == 0:
         pagecache.warm(files)
     return {"before": before, "after": pagecache.residency(files), **flushed}

@@ -143,7 +143,10 @@ class Kernel:
         state, before, after, note = cache_state(self.policy, reports)
         self.cache_rows.append(
             {"cache": state, "residency_before": before, "residency_after": after, "cache_note": note,
-             **flush_figures(reports), **(read_history(self.where) if self.rank == 0 else {})})
+             **flush_figures(reports), **(read_history(self.where) if self.rank == 0 else {}),
+             # a client's own cache (ceph-fuse's) left after cache=cold emptied it, bytes, worst over nodes
+             **({"client_cache_bytes": max(r["client_cache_bytes"] for r in reports if "client_cache_bytes" in r)}
+                if any("client_cache_bytes" in r for r in reports) else {})})
         for lane in self.lanes:
             lane.meta_ns = lane.opens = 0
             lane.meta_events = []

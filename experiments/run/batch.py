@@ -77,25 +77,38 @@ def validate_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], c
 
 
 def check_free_space(specs: Sequence[PointSpec]) -> None:
-    """The new datasets of the sweep (those without a manifest yet) and flush files must fit in the free space."""
-    need: dict[str, int] = {}
+    """The new datasets of the sweep (those without a manifest yet) and flush files must fit in the free space;
+    the message names what does not fit (the storage_cold flush file by its key, workload.flush_size)."""
+    datasets: dict[str, int] = {}
+    flushes: dict[str, int] = {}
     for s in specs:
         plan = DatasetPlan.from_point(s)
-        if plan.key not in need and load_manifest(plan) is None:
-            need[plan.key] = s.planned_bytes()
+        if plan.key not in datasets and load_manifest(plan) is None:
+            datasets[plan.key] = s.planned_bytes()
         flush = flush_path(s)
         if flush is not None and not flush[0].exists():
-            need[str(flush[0])] = flush[1]  # the storage_cold flush file, written once
-    total = sum(need.values())
-    if total:
-        fs = fs_info(specs[0].data_root)
-        if total > fs.free_bytes:
-            raise ConfigError(
-                f"the sweep's {len(need)} new datasets need {format_size(total)}, "
-                f"but only {format_size(fs.free_bytes)} "
-                f"is free on {fs.mount_point} (data_root={specs[0].data_root}): lower workload.samples or "
-                "workload.sample_size, sweep fewer points, or use another data_root"
-            )
+            flushes[str(flush[0])] = flush[1]  # the storage_cold flush file, written once
+    total = sum(datasets.values()) + sum(flushes.values())
+    if not total:
+        return
+    fs = fs_info(specs[0].data_root)
+    if total <= fs.free_bytes:
+        return
+    free = f"only {format_size(fs.free_bytes)} is free on {fs.mount_point} (data_root={specs[0].data_root})"
+    parts = []
+    if datasets:
+        parts.append(f"the sweep's {len(datasets)} new datasets need {format_size(sum(datasets.values()))}")
+    if flushes:
+        sizes = ", ".join(sorted({format_size(n) for n in flushes.values()}))
+        parts.append(f"the storage_cold flush file{'s' if len(flushes) > 1 else ''} (workload.flush_size={sizes}) "
+                     f"need{'' if len(flushes) > 1 else 's'} {format_size(sum(flushes.values()))}")
+    fixes = []
+    flush_alone, data_alone = sum(flushes.values()) > fs.free_bytes, sum(datasets.values()) > fs.free_bytes
+    if flushes and not data_alone:
+        fixes.append("lower workload.flush_size (it must still exceed the caches below the client)")
+    if datasets and not flush_alone:
+        fixes.append("lower workload.samples or workload.sample_size, sweep fewer points")
+    raise ConfigError(f"{' and '.join(parts)}, but {free}: {', or '.join(fixes)}, or use another data_root")
 
 
 def warn_striping(specs: Sequence[PointSpec]) -> None:
@@ -156,13 +169,21 @@ def run_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], cwd: s
 
     store = open_store_for_writing(db)
     fresh = [s for s in specs if s.point_key not in tried]
+    earlier: dict[str, tuple[str, str]] = {}
     if fresh:
         force = any(s.force for s in fresh)
-        done = set() if force else {s.point_key for s in fresh if store.is_done(s.point_key)}
-        store.begin_sweep(new_sweep_id(), sys.argv, [s.to_dict() for s in fresh], done)
+        if not force and not driver.get("remeasure_earlier"):
+            earlier = measured_earlier(store, fresh)
+        measure = [s for s in fresh if s.point_key not in earlier]
+        done = set() if force else {s.point_key for s in measure if store.is_done(s.point_key)}
+        points = [dict(s.to_dict(), point_key=earlier[s.point_key][0]) if s.point_key in earlier else s.to_dict()
+                  for s in fresh]  # a point skipped as measured earlier is that stored point
+        store.begin_sweep(new_sweep_id(), sys.argv, points, done | {k for k, _ in earlier.values()})
         echo(f"ddlio: {len(fresh)} point{'s' if len(fresh) != 1 else ''} -> {mask(db)}")
         tried.update(s.point_key for s in fresh)
-        report = launch(fresh, store, force=force, wait=bool(driver.get("wait", True)),
+        if earlier:
+            say_earlier(earlier, len(fresh), echo)
+        report = launch(measure, store, force=force, wait=bool(driver.get("wait", True)),
                         retry_failed=bool(driver.get("retry_failed", True)), echo=echo)
         store.end_sweep(report.completed, report.failed)
         if report.failed_points:
@@ -170,15 +191,43 @@ def run_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], cwd: s
                   "(python -m analysis summary). A rerun retries them.", file=sys.stderr)
     if len(fresh) < len(specs):
         echo(f"{len(specs) - len(fresh)} point(s) already tried in this run: answered from the store")
-    stored = stored_totals(store, {s.point_key for s in specs}, set(objectives))
+    key_of = {s.point_key: earlier.get(s.point_key, (s.point_key, ""))[0] for s in specs}
+    stored = stored_totals(store, set(key_of.values()), set(objectives))
     out = []
     for s, objective in zip(batch.specs, objectives, strict=True):
-        status, totals = stored.get(s.point_key, ("", {}))
+        status, totals = stored.get(key_of.get(s.point_key, s.point_key), ("", {}))
         if status == "completed" and totals.get(objective) is not None:
             out.append(Outcome(s, "completed", float(totals[objective]), db=db))
         else:
             out.append(Outcome(s, "failed" if status == "failed" else "pending", db=db))
     return out
+
+
+def measured_earlier(store: Any, specs: Sequence[PointSpec]) -> dict[str, tuple[str, str]]:
+    """``{point_key: (stored key, how its method differs)}`` for the points the store does not hold under today's
+    key but holds, completed, under the key an earlier ddlio gave the same measurement by an earlier method
+    (:meth:`PointSpec.earlier_keys`): such a point is skipped, as any measured point is."""
+    out: dict[str, tuple[str, str]] = {}
+    for s in specs:
+        if store.lookup(s.point_key) is not None:
+            continue  # today's key is in the store (completed, failed or claimed): the driver's to handle
+        for key, how in s.earlier_keys().items():
+            if store.is_done(key):
+                out[s.point_key] = (key, how)
+                break
+    return out
+
+
+def say_earlier(earlier: dict[str, tuple[str, str]], total: int, echo: Any) -> None:
+    """The lines a sweep prints for points skipped as measured by an earlier method: how many, how the method
+    differs, and how to re-measure them."""
+    n = len(earlier)
+    echo(f"{n} of {total} points already measured: skipped (force=true re-measures)")
+    for how in sorted({h for _, h in earlier.values()}):
+        k = sum(1 for _, h in earlier.values() if h == how)
+        echo(f"  {k} of them measured by an earlier method: {how}")
+    echo("  remeasure_earlier=true measures them again by today's method (force=true: every point); the earlier "
+         "measurements stay in the store, told apart by their settle column (python -m analysis summary)")
 
 
 def stored_totals(store: Any, keys: set[str], columns: set[str]) -> dict[str, tuple[str, dict[str, Any]]]:

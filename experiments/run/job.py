@@ -175,7 +175,8 @@ def _measure(point: dict[str, Any], rd: Path) -> tuple[ResultRecord, DatasetPlan
     step = step_runner(spec, rd, deadline)
     plan = DatasetPlan.from_point(spec)
     info = ensure_dataset(
-        plan, Layout(spec.layout.stripe_count, spec.layout.stripe_size), generation_runner(spec, rd, deadline),
+        plan, Layout(spec.layout.stripe_count, spec.layout.stripe_size, spec.layout.object_size, spec.layout.pool),
+        generation_runner(spec, rd, deadline),
         spec.ranks,
     )
     for stale in (paths.kernel_result, paths.damaged):  # only this run's kernel may leave one

@@ -23,7 +23,7 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from ddlio.errors import DdlioError
+from ddlio.errors import ConfigError, DdlioError
 from ddlio.signals import interrupt_code, interrupt_name
 
 
@@ -42,6 +42,9 @@ class DdlioLauncher(Launcher):
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
+        problems = sweeper_problems(config)
+        if problems:
+            raise ConfigError(problems)  # sweep.py: one message, exit 2, before any trial is proposed
         # ddlio's lines say what each trial measured or why it failed; Optuna's (study created ...) and its Hydra
         # sweeper's (a failed point's None "must be float-castable ... max_failure_rate") would only repeat it
         logging.getLogger("optuna").setLevel(logging.WARNING)
@@ -107,6 +110,20 @@ class DdlioLauncher(Launcher):
         """True when the sweeper is a grid (its batches do not depend on the objectives returned)."""
         target = str(OmegaConf.select(self.config, "hydra.sweeper._target_", default=""))
         return target.endswith((".DdlioSweeper", ".BasicSweeper"))
+
+
+def sweeper_problems(config: DictConfig) -> list[str]:
+    """What an adaptive sweeper (Optuna) would refuse only after its first batch, or with a traceback: its trial
+    count and parallelism must be integers >= 1."""
+    target = str(OmegaConf.select(config, "hydra.sweeper._target_", default=""))
+    if not target.endswith(".OptunaSweeper"):
+        return []
+    problems = []
+    for key in ("n_trials", "n_jobs"):
+        value = OmegaConf.select(config, f"hydra.sweeper.{key}", default=None)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            problems.append(f"hydra.sweeper.{key}={value!r} is out of range: must be an integer >= 1")
+    return problems
 
 
 def task_dict(cfg: DictConfig) -> dict[str, Any]:

@@ -29,8 +29,9 @@ from experiments.config.validate.cluster import (
     check_resources,
     resolve_command,
 )
-from experiments.config.validate.compute import check_compute
+from experiments.config.validate.compute import check_compute, check_fits
 from experiments.config.validate.format import check_format
+from experiments.config.validate.keys import check_keys, missing_keys
 from experiments.config.validate.layout import check_access, check_file_system, check_striping
 from experiments.config.validate.paths import check_data_root, check_db, check_writable_dir
 from experiments.config.validate.run import check_run, tf_available
@@ -59,7 +60,11 @@ def point_fields(cfg: dict[str, Any], cwd: str | os.PathLike | None = None,
     Raises :class:`ConfigError` listing every problem found, each with the valid choices.
     """
     base = Path(cwd or os.getcwd())
+    missing = missing_keys(cfg)
+    if missing:  # every later check reads these keys
+        raise ConfigError(missing)
     problems: list[str] = list(control_problems(cfg))
+    check_keys(problems, cfg)
     fmt, shape = check_format(problems, cfg)
     access = check_access(problems, cfg)
     w = cfg["workload"]
@@ -69,11 +74,12 @@ def point_fields(cfg: dict[str, Any], cwd: str | os.PathLike | None = None,
     executor, resources = _check_cluster(problems, cfg)
     ranks = resources["nodes"] * resources["ppn"]
     check_shares(problems, sizes, loop["batch_size"], access, ranks, bool(w.get("drop_last")))
+    check_fits(problems, workload, ranks, cfg["cluster"].get("timeout_min"))
     run = check_run(problems, cfg)
     striping = check_striping(problems, cfg)
     data_root = check_data_root(problems, cfg, base)
     db = check_db(problems, cfg, base)
-    fs = check_file_system(problems, data_root, sizes["samples"], sizes["sample_size"])
+    fs = check_file_system(problems, data_root, sizes["samples"], sizes["sample_size"], striping)
     if problems:
         raise ConfigError(problems)
     top = {**resources, **run, "cluster": dict(cfg["cluster"], executor=executor), "data_root": str(data_root),

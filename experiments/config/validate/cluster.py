@@ -65,6 +65,10 @@ def check_launch(problems: list[str], cl: dict[str, Any], executor: str) -> None
     """``cluster.launch``: a launch line with only the {ranks} {nodes} {ppn} placeholders, whose command (run
     here by the local executor) is installed."""
     launch = str(cl["launch"])
+    if not launch.strip():
+        problems.append("cluster.launch is empty: give the MPI launch line, e.g. 'mpiexec -n {ranks}' (local) or "
+                        "'srun --mpi=pmi2' (Slurm)")
+        return
     try:
         words = shlex.split(launch.format(ranks=1, nodes=1, ppn=1))
     except (ValueError, KeyError, IndexError) as e:

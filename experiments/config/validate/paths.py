@@ -32,14 +32,23 @@ def check_writable_dir(problems: list[str], key: str, path: Path) -> None:
 
 
 def check_data_root(problems: list[str], cfg: dict[str, Any], base: Path) -> Path:
-    """``data_root`` made absolute (relative to ``base``, ``~`` expanded), a writable directory."""
+    """``data_root`` made absolute (relative to ``base``, ``~`` expanded), a writable directory; an empty one is
+    refused (it would silently mean the working directory)."""
+    if not str(cfg["data_root"] or "").strip():
+        problems.append("data_root is empty: give the directory for datasets/ and runs/ (e.g. data_root=ddlio-data "
+                        "or a Lustre scratch directory)")
+        return base / "ddlio-data"  # a stand-in, so that later checks still run
     data_root = (base / os.path.expanduser(str(cfg["data_root"]))).resolve()
     check_writable_dir(problems, "data_root", data_root)
     return data_root
 
 
 def check_db(problems: list[str], cfg: dict[str, Any], base: Path) -> str:
-    """The store the driver opens (``db`` or ``db_url_file``'s URL, a path made absolute; password unmasked)."""
+    """The store the driver opens (``db`` or ``db_url_file``'s URL, a path made absolute; password unmasked); an
+    empty ``db`` without ``db_url_file`` is refused."""
+    if not str(cfg.get("db") or "").strip() and not str(cfg.get("db_url_file") or "").strip():
+        problems.append("db is empty: give the results store, a SQLite file (db=results.db) or a SQLAlchemy URL")
+        return ""
     try:
         db = driver_db(cfg, base)
     except ConfigError as e:

@@ -1,0 +1,94 @@
+"""The keys concern: every key of a composed point is one ddlio defines.
+
+Hydra refuses a misspelt key only when it is overridden as ``key=value``; ``+key=value`` and ``++key=value`` add it
+to the config, where nothing reads it (a typo would measure the default, a made-up format option would give the
+same measurement a new key). :func:`check_keys` compares the composed config with the schema
+(:mod:`experiments.config.schema`, each format's conf) and names the closest valid key. The maps ``cluster.env``
+and ``cluster.sbatch`` stay open: their keys are the user's (environment variables, sbatch options).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import fields
+from typing import Any
+
+from experiments.config.schema import FORMAT_SCHEMAS, AccessConf, ClusterConf, DdlioConf, WorkloadConf
+
+#: maps whose keys are the user's to choose (not walked)
+OPEN_MAPS = ("cluster.env", "cluster.sbatch")
+#: the schema of each config group (the format's is chosen by its name)
+GROUPS: dict[str, type] = {"access": AccessConf, "workload": WorkloadConf, "cluster": ClusterConf}
+
+
+def _names(conf: type) -> list[str]:
+    return [f.name for f in fields(conf)]
+
+
+def known_keys(format_name: str | None = None) -> list[str]:
+    """Every dotted key ddlio defines (the format's options for ``format_name``, every format's without it)."""
+    keys = [n for n in _names(DdlioConf) if n not in ("format", *GROUPS)]
+    for group, conf in GROUPS.items():
+        keys += [f"{group}.{n}" for n in _names(conf)]
+    confs = [FORMAT_SCHEMAS[format_name]] if format_name in FORMAT_SCHEMAS else list(FORMAT_SCHEMAS.values())
+    keys += sorted({f"format.{n}" for conf in confs for n in _names(conf)})
+    return keys
+
+
+def closest(key: str, format_name: str | None = None) -> str | None:
+    """The valid key closest to ``key`` (a typo's likely meaning), or None when none is close."""
+    keys = known_keys(format_name)
+    leaf = key.rsplit(".", 1)[-1]
+    got = [k for k in keys if k.rsplit(".", 1)[-1] == leaf][:1]  # the right name in the wrong group
+    got = got or difflib.get_close_matches(key, keys, n=1, cutoff=0.75)
+    return got[0] if got else None
+
+
+def unknown_key_problem(key: str, format_name: str | None = None) -> str:
+    """The message for a key ddlio does not define, naming the closest valid one (or the group's keys)."""
+    hint = closest(key, format_name)
+    if hint:
+        return f"{key} is not a ddlio key: did you mean {hint}? (python sweep.py --help lists every key)"
+    group = key.split(".", 1)[0] if "." in key else ""
+    choices = [k for k in known_keys(format_name) if group and k.startswith(group + ".")]
+    what = f"the keys of {group} are {', '.join(choices)}" if choices else "python sweep.py --help lists every key"
+    return f"{key} is not a ddlio key: {what}"
+
+
+def _walk(problems: list[str], value: Any, conf: type, prefix: str, format_name: str | None) -> None:
+    if not isinstance(value, dict):
+        return
+    known = _names(conf)  # one level: the groups' values are scalars, lists and the open maps
+    problems += [unknown_key_problem(f"{prefix}{k}", format_name) for k in value if k not in known]
+
+
+def missing_keys(cfg: dict[str, Any]) -> list[str]:
+    """One problem per key of the schema that ``cfg`` lacks (deleted with ``~key``) and per config group that is
+    not one (``~workload`` leaves nothing, a group set to a plain value): the other checks need them all."""
+    problems = []
+    for name in _names(DdlioConf):
+        if name not in cfg:
+            problems.append(f"{name} is missing (deleted with ~{name}?): every ddlio key needs a value; give one "
+                            f"with {name}=VALUE")
+        elif name in ("format", *GROUPS) and not isinstance(cfg[name], dict):
+            problems.append(f"{name} must be a config group (e.g. {name}=... naming one of conf/{name}/), not "
+                            f"{cfg[name]!r}")
+    for group, conf in GROUPS.items():
+        value = cfg.get(group)
+        if isinstance(value, dict):
+            problems += [f"{group}.{n} is missing (deleted with ~{group}.{n}?): give it a value"
+                         for n in _names(conf) if n not in value]
+    return problems
+
+
+def check_keys(problems: list[str], cfg: dict[str, Any]) -> None:
+    """Add one problem per key of ``cfg`` that ddlio does not define (see the module)."""
+    for k, v in cfg.items():
+        if k == "format" and isinstance(v, dict):
+            name = v.get("name")
+            if name in FORMAT_SCHEMAS:  # an unknown format is the format concern's problem
+                _walk(problems, v, FORMAT_SCHEMAS[name], "format.", name)
+        elif k in GROUPS:
+            _walk(problems, v, GROUPS[k], f"{k}.", None)
+        elif k not in _names(DdlioConf):
+            problems.append(unknown_key_problem(k))
