@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ddlio.errors import DdlioError
 from ddlio.secrets import mask
+from ddlio.signals import interrupt_code, interrupt_name, terminate_as_interrupt
 from experiments.config import register_configs
 
 register_configs()
@@ -117,15 +118,17 @@ def refused(e: BaseException) -> str | None:
 
 
 def run() -> int:
-    """``main()`` as a command: no traceback reaches the user unless ``DDLIO_TRACEBACK=1`` asks for it."""
+    """``main()`` as a command: no traceback reaches the user unless ``DDLIO_TRACEBACK=1`` asks for it; SIGTERM
+    stops it as Ctrl-C does (exit 143)."""
     try:
-        return main()
+        with terminate_as_interrupt():
+            return main()
     except BrokenPipeError:  # output piped into head & co.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        print("interrupted" if interrupt_code(e) == 130 else f"interrupted ({interrupt_name(e)})", file=sys.stderr)
+        return interrupt_code(e)
     except Exception as e:
         if os.environ.get("DDLIO_TRACEBACK") == "1":
             raise

@@ -2,7 +2,8 @@
 
 No traceback reaches a user: a ddlio error (bad input, no store) prints ``error: ...`` and exits 2; anything
 unexpected prints one line naming its type and message and exits 1 (``DDLIO_TRACEBACK=1`` shows the traceback);
-Ctrl-C prints ``interrupted`` and exits 130; a reader that goes away (``| head``) ends the command quietly.
+Ctrl-C prints ``interrupted`` and exits 130 (SIGTERM: ``interrupted (SIGTERM)``, 143); a reader
+that goes away (``| head``) ends the command quietly.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 import traceback
 
 from ddlio.errors import DdlioError
+from ddlio.signals import INTERRUPTED, interrupt_code, interrupt_name, terminate_as_interrupt
 
 #: command -> (module, one-line help). Listed explicitly: adding a command is adding a line.
 COMMANDS = {
@@ -59,14 +61,16 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; returns the exit code (0 ok, 1 failed or unexpected error, 2 bad input, 130 interrupted)."""
     show = os.environ.get(TRACEBACK_ENV) == "1"  # as sweep.py reads it
     try:
-        return _run(argv)
+        with terminate_as_interrupt():
+            return _run(argv)
     except BrokenPipeError:  # the reader of our output went away (| head): not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush cannot fail again
         return 0
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (ddlio.signals: exit 143)
         _traceback(show)
-        print("interrupted", file=sys.stderr)
-        return 130
+        print("interrupted" if interrupt_code(e) == INTERRUPTED else f"interrupted ({interrupt_name(e)})",
+              file=sys.stderr)
+        return interrupt_code(e)
     except (DdlioError, *_PATH_ERRORS) as e:  # a path the user named: missing, in the way, not allowed
         _traceback(show)
         if isinstance(e, OSError) and e.strerror and e.filename:

@@ -13,9 +13,16 @@ time in it (POSIX_F_SLOWEST_RANK_TIME). A log without POSIX records gives what i
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
+import json
+import multiprocessing
 import os
+import re
+import sys
+import tempfile
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,22 +60,110 @@ def agg_perf_by_slowest(counters: Any, fcounters: Any, nprocs: int) -> tuple[flo
     return (total / MIB / t if t else 0.0), t, total
 
 
-def read_log(path: str | os.PathLike) -> dict[str, Any]:
-    """One Darshan log as an observed record (see the module docstring); DdlioError for a file that is not one."""
-    darshan = import_darshan()
+def read_log(path: str | os.PathLike, partial: bool = False) -> dict[str, Any]:
+    """One Darshan log as an observed record (see the module docstring); DdlioError for a file that is not one,
+    and for a log whose modules libdarshan could not read (a truncated or damaged log) unless ``partial`` asks
+    to keep what could be read: the record then names what it lacks in ``partial``. The log is parsed in a
+    forked child process: libdarshan crashes (SIGSEGV) on some truncated logs, and its messages are captured."""
+    import_darshan()
     p = Path(path)
     if not p.is_file():
         raise DdlioError(f"import-darshan: {p} is not a file; name Darshan logs (*.darshan)")
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_parse_in_child, args=(p, send), daemon=True)
+    child.start()
+    send.close()
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # pydarshan warns about modules it cannot read; we report what is missing
-            report = darshan.DarshanReport(str(p), read_all=True)
-    except Exception as e:  # pydarshan raises bare RuntimeError/OSError/ValueError for a file it cannot parse
-        raise DdlioError(f"import-darshan: {p} is not a readable Darshan log ({type(e).__name__}: {e})") from e
-    try:
-        return _record(report, p)
+        kind, value = receive.recv()
+    except EOFError:  # the child died before it could answer
+        child.join()
+        how = f"signal {-child.exitcode}" if (child.exitcode or 0) < 0 else f"exit status {child.exitcode}"
+        raise DdlioError(f"import-darshan: {p} is damaged or truncated: libdarshan crashed reading it ({how}); "
+                         "nothing was stored") from None
     finally:
-        report.close() if hasattr(report, "close") else None
+        receive.close()
+    child.join()
+    if kind == "unreadable":
+        raise DdlioError(f"import-darshan: {p} is not a readable Darshan log ({value})")
+    if kind == "failed":
+        raise DdlioError(f"import-darshan: {p} could not be read: {value}")
+    rec, damaged = value
+    if damaged and not partial:
+        raise DdlioError(f"import-darshan: {p} is damaged or truncated: {'; '.join(damaged)}; nothing was "
+                         "stored (--partial keeps what could be read, labelled partial)")
+    if damaged:
+        rec["partial"] = damaged
+        rec["missing"].insert(0, f"a partial log: {'; '.join(damaged)}")
+    return rec
+
+
+def _parse_in_child(path: Path, send: Any) -> None:
+    """In the forked child: parse the log with libdarshan's messages captured, send ``(kind, value)`` back, and
+    leave at once (``os._exit``: libdarshan's clean-up may crash too)."""
+    darshan = import_darshan()
+    answer: tuple[str, Any]
+    try:
+        with warnings.catch_warnings(), _stderr_captured() as said:
+            warnings.simplefilter("ignore")  # pydarshan warns about modules it cannot read; we report what is missing
+            try:
+                report = darshan.DarshanReport(str(path), read_all=True)
+            except Exception as e:  # pydarshan raises bare RuntimeError/OSError/ValueError for what it cannot parse
+                answer = ("unreadable", f"{type(e).__name__}: {e}")
+                report = None
+        if report is not None:
+            answer = ("read", (_record(report, path), _damaged(report, said[0])))
+    except Exception as e:  # a record that cannot be made from what libdarshan returned
+        answer = ("failed", f"{type(e).__name__}: {e}")
+    try:
+        send.send(answer)
+    finally:
+        os._exit(0)
+
+
+@contextlib.contextmanager
+def _stderr_captured() -> Iterator[list[str]]:
+    """What is written to file descriptor 2 inside (libdarshan's C messages, "failed to read module ..."), kept
+    instead of shown: the list holds the text once the block is left."""
+    said = [""]
+    sys.stderr.flush()
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        saved = os.dup(2)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield said
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            said[0] = tmp.read(1 << 20).decode("utf-8", errors="replace")
+
+
+def _damaged(report: Any, said: str) -> list[str]:
+    """What of the log could not be read: the modules libdarshan failed to read (its own messages), modules whose
+    header promises data that no record came from, and modules Darshan itself marked partial at run time."""
+    failed = sorted(set(re.findall(r"failed to read module (\S+)", said)))
+    out = [f"libdarshan failed to read module(s) {', '.join(failed)}"] if failed else []
+    other = sorted(set(re.findall(r"failed to read (?!module )(.+?) from darshan log file", said)))
+    out += [f"libdarshan failed to read the {what}" for what in other]
+    empty = sorted(m for m, info in report.modules.items() if m not in failed and info.get("len", 0) > 0
+                   and m in report.records and len(report.records[m]) == 0)
+    if empty:
+        out.append(f"module(s) {', '.join(empty)} hold data but gave no record")
+    flagged = sorted(m for m, info in report.modules.items() if info.get("partial_flag"))
+    if flagged:
+        out.append(f"module(s) {', '.join(flagged)} marked partial by Darshan (it ran out of record memory)")
+    return out
+
+
+def identity(rec: dict[str, Any]) -> str:
+    """The observed run's key: its job (job id, start time in s and ns, user id, ranks, command line), not the
+    log's bytes, so a log imported twice, or a truncated copy beside the whole one, is one observed run. (A
+    Darshan log's job record names no host; the start time to the nanosecond and the user tell jobs apart.)"""
+    ident = [rec.get("job_id"), rec.get("start_unix"), rec.get("start_nsec"), rec.get("uid"), rec.get("ranks"),
+             rec.get("command")]
+    return "darshan-" + hashlib.sha256(json.dumps(ident, default=str).encode()).hexdigest()[:20]
 
 
 def _record(report: Any, path: Path) -> dict[str, Any]:
@@ -81,7 +176,8 @@ def _record(report: Any, path: Path) -> dict[str, Any]:
         "log_sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "job_id": str(job.get("jobid", "")),
         "ranks": nprocs, "start_unix": job.get("start_time_sec"), "end_unix": job.get("end_time_sec"),
         "run_time_s": job.get("run_time"), "exe": os.path.basename(exe[0]) if exe else "", "modules": modules,
-        "missing": [],
+        "start_nsec": job.get("start_time_nsec"), "uid": job.get("uid"),
+        "command": str(report.metadata.get("exe", "") or ""), "missing": [],
     }
     if "POSIX" not in report.records or len(report.records["POSIX"]) == 0:
         rec["missing"] = ["POSIX records (read calls, bytes, time, access sizes, files)"]

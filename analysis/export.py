@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy import Text, cast, select
 
+from analysis.outputs import PARQUET_KEY, check_file, write_with
 from analysis.query import epochs_frame
 from ddlio.errors import DdlioError
 from ddlio.store import Point, StoreReader, open_store_for_reading
@@ -35,15 +36,22 @@ def write(df: pd.DataFrame, fmt: str, out: str | None) -> str:
         if out is None:
             df.to_csv(sys.stdout, index=False)
             return "stdout"
-        df.to_csv(out, index=False)
+        write_with(Path(out), lambda tmp: df.to_csv(tmp, index=False))
         return out
     if out is None:
         raise DdlioError("--format parquet needs --out FILE (Parquet is binary; it is not written to a terminal)")
     try:
-        import pyarrow  # noqa: F401  # lazy: an optional dependency, needed only for Parquet
+        import pyarrow as pa  # lazy: an optional dependency, needed only for Parquet
+        import pyarrow.parquet as pq  # lazy: as above
     except ImportError as e:
         raise DdlioError("Parquet export needs pyarrow: pip install pyarrow (or use --format csv)") from e
-    df.to_parquet(out, index=False, engine="pyarrow")
+
+    def put(tmp: str) -> None:
+        table = pa.Table.from_pandas(df, preserve_index=False)
+        meta = {**(table.schema.metadata or {}), PARQUET_KEY: b"export"}  # recognisably ddlio's (analysis.outputs)
+        pq.write_table(table.replace_schema_metadata(meta), tmp)
+
+    write_with(Path(out), put)
     return out
 
 
@@ -52,13 +60,15 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("csv", "parquet"), default="csv", help="csv (default) or parquet")
     parser.add_argument("--table", choices=("points", "epochs"), default="points", help="what to export")
     parser.add_argument("--out", help="output file (csv: default stdout; parquet: required)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace an existing output that ddlio did not write (never a file shipped in conf/)")
 
 
 def main(args: argparse.Namespace) -> int:
     if args.format == "parquet" and not args.out:
         raise DdlioError("--format parquet needs --out FILE (Parquet is binary; it is not written to a terminal)")
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        check_file(args.out, args.format, args.force)
     df = export_frame(open_store_for_reading(args.db), args.table)
     where = write(df, args.format, args.out)
     if where != "stdout":

@@ -14,7 +14,6 @@ import base64
 import datetime as dt
 import html
 import json
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +24,7 @@ from analysis import frames as F
 from analysis import guidelines as G
 from analysis.diagnose.cli import report_section as diagnosis_section
 from analysis.figures import build_figures, png_bytes
+from analysis.outputs import check_file, mark_html, write_file
 from analysis.query import analysis_frame, environments_frame, hist_frame, observed_frame, parse_where, summary_frame
 from analysis.report_sections import answers_section, readable, validity_section
 from ddlio.secrets import mask
@@ -259,16 +259,15 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--where", help="keep the points where this holds, e.g. \"format == 'hdf5' and nodes >= 2\" "
                                           "(columns, literals, comparisons, in [...], and/or/not, arithmetic)")
     parser.add_argument("--title", default="ddlio report", help="the page's title")
+    parser.add_argument("--force", action="store_true",
+                        help="replace an existing output that ddlio did not write (never a file shipped in conf/)")
 
 
 def main(args: argparse.Namespace) -> int:
     parse_where(args.where)  # a refused filter is named before the store is opened
+    out = check_file(args.out, "html", args.force)  # and the output path before any work
     store = open_store_for_reading(args.db)
     text = build_report(store, args.where, args.title, db_name=describe(store.url))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
+    write_file(out, mark_html(text))
     print(f"wrote {out} ({len(text) / 1024:.0f} KiB)")
     return 0

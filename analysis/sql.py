@@ -3,15 +3,26 @@
 Writes are refused twice over: the statement must start with SELECT, WITH, VALUES or EXPLAIN (a clear message
 otherwise), and the database is opened read-only (SQLite: a ``file:...?mode=ro`` URI plus ``PRAGMA query_only``;
 other databases: a READ ONLY transaction that is rolled back), so ``WITH x AS (...) DELETE ...`` fails too.
+
+Queries are bounded: a time limit (``--timeout``, default a minute; SQLite's progress handler, PostgreSQL's
+``statement_timeout``), Ctrl-C stops one at once, and at most ``--max-rows`` rows are fetched and shown.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
+import os
 import re
+import signal
 import sqlite3
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pandas as pd
@@ -20,6 +31,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from ddlio.errors import DdlioError
+from ddlio.signals import Terminated
 from ddlio.store import check_store, db_url, default_db, open_store_for_reading
 
 READ_KEYWORDS = ("select", "with", "values", "explain")
@@ -53,36 +65,127 @@ def _sqlite_path(db: str) -> Path | None:
     return Path(url.database)
 
 
-def run_query(db: str, sql: str) -> pd.DataFrame:
-    """The result of one read-only statement ``sql`` on the store ``db`` (a SQLite path or SQLAlchemy URL)."""
+#: default time limit of a query, seconds (``--timeout``; the setting ``DDLIO_QUERY_TIMEOUT_S``)
+DEFAULT_TIMEOUT_S = 60.0
+#: default bound on the rows shown (``--max-rows``)
+DEFAULT_MAX_ROWS = 10_000
+#: SQLite calls the progress handler every this many virtual-machine instructions (a few ms)
+_PROGRESS_EVERY = 20_000
+
+
+class QueryTimeout(DdlioError):
+    """The query ran past its time limit and was stopped."""
+
+
+def _too_long(timeout_s: float) -> QueryTimeout:
+    return QueryTimeout(f"query stopped after its time limit of {timeout_s:g} s (--timeout SECONDS, or the setting "
+                        "DDLIO_QUERY_TIMEOUT_S; a recursive CTE without an end never finishes)")
+
+
+def _fetch(cur: Any, max_rows: int) -> tuple[list[Any], bool]:
+    """At most ``max_rows`` rows of the cursor ``cur``, and whether there were more (one row more is fetched)."""
+    rows = list(cur.fetchmany(max_rows + 1))
+    return rows[:max_rows], len(rows) > max_rows
+
+
+@contextlib.contextmanager
+def _signals_noted(stop: list[BaseException]) -> Iterator[None]:
+    """While SQLite runs, Ctrl-C and SIGTERM are noted in ``stop`` (as KeyboardInterrupt / Terminated) for the
+    progress handler to act on, instead of raised where they land (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    def note(signum: int, frame: Any) -> None:
+        stop.append(Terminated("SIGTERM") if signum == signal.SIGTERM else KeyboardInterrupt())
+
+    before = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def _sqlite_query(path: Path, sql: str, timeout_s: float, max_rows: int) -> tuple[pd.DataFrame, bool]:
+    """The statement on the SQLite store at ``path``, opened read-only; a progress handler stops it at the time
+    limit, or at once on Ctrl-C / SIGTERM (raised again once SQLite has stopped)."""
+    conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
+    deadline = time.monotonic() + timeout_s
+    stop: list[BaseException] = []
+
+    def progress() -> int:
+        if not stop and time.monotonic() > deadline:
+            stop.append(_too_long(timeout_s))
+        return 1 if stop else 0
+
+    try:
+        conn.execute("PRAGMA query_only = ON")
+        conn.set_progress_handler(progress, _PROGRESS_EVERY)
+        with _signals_noted(stop):
+            cur = conn.execute(sql)
+            cols = [d[0] for d in cur.description or []]
+            rows, cut = _fetch(cur, max_rows)
+        if stop:
+            raise stop[0]
+        return pd.DataFrame(rows, columns=cols), cut
+    except (sqlite3.OperationalError, sqlite3.ProgrammingError) as e:
+        if stop:
+            raise stop[0] from None
+        msg = str(e)
+        if "readonly" in msg or "query_only" in msg or "read-only" in msg:
+            raise ReadOnlyError(f"query is read-only: the statement tried to write ({msg})") from e
+        raise DdlioError(f"SQL error: {msg}; tables: sweeps, sweep_points, points, epochs, environments") from e
+    finally:
+        conn.close()
+
+
+def run_query(db: str, sql: str, timeout_s: float = DEFAULT_TIMEOUT_S,
+              max_rows: int = DEFAULT_MAX_ROWS) -> tuple[pd.DataFrame, bool]:
+    """The result of one read-only statement ``sql`` on the store ``db`` (a SQLite path or SQLAlchemy URL): at
+    most ``max_rows`` rows, and whether more were cut; stopped (:class:`QueryTimeout`) after ``timeout_s``
+    seconds. Ctrl-C stops it at once: SQLite through its progress handler, PostgreSQL by cancelling the statement
+    (psycopg), which also runs under ``statement_timeout``."""
     check_read_only(sql)
     path = _sqlite_path(db)
     if path is not None:
         check_store(db, write=False)  # a store that exists, is SQLite and has a schema this ddlio reads
-        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
-        try:
-            conn.execute("PRAGMA query_only = ON")
-            cur = conn.execute(sql)
-            cols = [d[0] for d in cur.description or []]
-            return pd.DataFrame(cur.fetchall(), columns=cols)
-        except (sqlite3.OperationalError, sqlite3.ProgrammingError) as e:
-            msg = str(e)
-            if "readonly" in msg or "query_only" in msg or "read-only" in msg:
-                raise ReadOnlyError(f"query is read-only: the statement tried to write ({msg})") from e
-            raise DdlioError(f"SQL error: {msg}; tables: sweeps, sweep_points, points, epochs, environments") from e
-        finally:
-            conn.close()
+        return _sqlite_query(path, sql, timeout_s, max_rows)
     engine = open_store_for_reading(db).engine  # checked, and opened read-only
     try:
         with engine.connect() as conn:
             if engine.dialect.name in ("postgresql", "mysql", "mariadb"):
                 conn.execute(text("SET TRANSACTION READ ONLY"))
+            if engine.dialect.name == "postgresql":
+                conn.execute(text(f"SET LOCAL statement_timeout = {max(1, int(timeout_s * 1000))}"))
             res = conn.execute(text(sql))
-            df = pd.DataFrame(res.fetchall(), columns=list(res.keys()))
+            rows, cut = _fetch(res, max_rows)
+            df = pd.DataFrame(rows, columns=list(res.keys()))
             conn.rollback()
-            return df
+            return df, cut
     except SQLAlchemyError as e:
-        raise DdlioError(f"SQL error: {e.__class__.__name__}: {e.orig if hasattr(e, 'orig') else e}") from e
+        orig = getattr(e, "orig", None)
+        if type(orig).__name__ == "QueryCanceled" and "statement timeout" in str(orig):
+            raise _too_long(timeout_s) from None
+        raise DdlioError(f"SQL error: {e.__class__.__name__}: {orig if orig is not None else e}") from e
+    finally:
+        engine.dispose()  # the command is done with the store: no pooled connection outlives it
+
+
+def _timeout_s(value: str) -> float:
+    """``--timeout`` (or ``DDLIO_QUERY_TIMEOUT_S``): seconds, finite and > 0."""
+    try:
+        t = float(value)
+    except ValueError:
+        t = float("nan")
+    if not math.isfinite(t) or t <= 0:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a time limit: give seconds > 0, e.g. 60")
+    return t
+
+
+def _max_rows(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a row count: give a whole number >= 1")
+    return int(value)
 
 
 def setup_parser(parser: argparse.ArgumentParser) -> None:
@@ -90,10 +193,22 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
                                     "GROUP BY format\"")
     parser.add_argument("--db", help="SQLite file or SQLAlchemy URL (default: $DDLIO_DB or ./results.db)")
     parser.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
+    parser.add_argument("--timeout", type=_timeout_s, metavar="SECONDS",
+                        help=f"stop the query after this long (default: $DDLIO_QUERY_TIMEOUT_S or "
+                             f"{DEFAULT_TIMEOUT_S:g} s)")
+    parser.add_argument("--max-rows", type=_max_rows, default=DEFAULT_MAX_ROWS, metavar="N",
+                        help=f"show at most N rows; a line says when more were cut (default: {DEFAULT_MAX_ROWS})")
 
 
 def main(args: argparse.Namespace) -> int:
-    df = run_query(args.db or default_db(), args.sql)
+    timeout = args.timeout
+    if timeout is None:
+        env = os.environ.get("DDLIO_QUERY_TIMEOUT_S", "")
+        try:
+            timeout = _timeout_s(env) if env else DEFAULT_TIMEOUT_S
+        except argparse.ArgumentTypeError as e:
+            raise DdlioError(f"DDLIO_QUERY_TIMEOUT_S={e}") from None
+    df, cut = run_query(args.db or default_db(), args.sql, timeout, args.max_rows)
     if args.format == "csv":
         df.to_csv(sys.stdout, index=False)
     elif args.format == "json":
@@ -102,4 +217,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"no rows ({', '.join(map(str, df.columns))})")
     else:
         print(df.to_string(index=False, max_colwidth=60))
+    if cut:
+        sys.stdout.flush()
+        print(f"(rows cut: only the first {args.max_rows} are shown; --max-rows N shows more, or add LIMIT/WHERE)",
+              file=sys.stderr)
     return 0

@@ -15,6 +15,7 @@ darshan = pytest.importorskip("darshan", reason="pydarshan is not installed: pip
 from analysis import import_darshan  # noqa: E402
 from analysis.__main__ import main as analysis_main  # noqa: E402
 from analysis.query import analysis_frame, summary_frame  # noqa: E402
+from analysis.report import build_report  # noqa: E402
 from ddlio.store import StoreReader  # noqa: E402
 from helpers import point  # noqa: E402
 
@@ -127,3 +128,63 @@ def test_a_file_that_is_not_a_darshan_log_is_bad_input_and_stores_nothing(tmp_pa
     assert not db.exists()
     assert analysis_main(["import-darshan", str(LOGS[0]), "--db", str(db), "--workload-out", "x.txt"]) == 2
     assert "must name a .yaml file" in capsys.readouterr().err and not db.exists()
+
+
+def cut_log(tmp_path: Path, n: int = 2000) -> Path:
+    """A real log cut to its first ``n`` bytes, as a job killed while writing it, or a copy cut short, leaves it."""
+    cut = tmp_path / "cut.darshan"
+    cut.write_bytes((BASE / "examples/example_logs/ior_hdf5_example.darshan").read_bytes()[:n])
+    return cut
+
+
+def test_a_truncated_log_is_refused_naming_what_failed_and_stores_nothing(tmp_path, capsys):
+    db = tmp_path / "r.db"
+    assert analysis_main(["import-darshan", str(cut_log(tmp_path)), "--db", str(db)]) == 2
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        f"error: import-darshan: {tmp_path / 'cut.darshan'} is damaged or truncated: libdarshan failed to read "
+        "module(s) DXT_MPIIO, DXT_POSIX, H5D, LUSTRE, STDIO; nothing was stored (--partial keeps what could be "
+        "read, labelled partial)"]
+    assert "failed to read module" not in out  # libdarshan's own lines are captured, not shown
+    assert not db.exists()
+
+
+def _observed(db: Path) -> list[tuple]:
+    with sqlite3.connect(db) as c:
+        return c.execute("select label, error, run_dir from points where source = 'darshan'").fetchall()
+
+
+def test_a_partial_log_kept_on_request_is_labelled_and_one_job_is_one_observed_run(tmp_path, capsys):
+    db, cut = tmp_path / "r.db", cut_log(tmp_path)
+    whole = BASE / "examples/example_logs/ior_hdf5_example.darshan"
+    assert analysis_main(["import-darshan", str(cut), "--db", str(db), "--partial"]) == 0
+    assert "a partial log: libdarshan failed to read module(s) DXT_MPIIO" in capsys.readouterr().out
+    [(label, error, _)] = _observed(db)
+    assert label == "observed (partial log): ior job 32324925 (4 ranks)"
+    assert error.startswith("partial Darshan log, kept with --partial: libdarshan failed to read module(s)")
+    assert summary_frame(StoreReader(str(db))).label.tolist() == [label]  # summary says so too
+    assert "observed (partial log): ior job 32324925" in build_report(StoreReader(str(db)))  # and the report
+    # the whole log of the same job replaces the partial one; the job imported again, or a copy of its log, or
+    # the partial log once more, is still that one observed run
+    assert run(str(whole), "--db", str(db)) == 0
+    assert "replaces the partial log of this job" in capsys.readouterr().out
+    copy = tmp_path / "copy.darshan"
+    copy.write_bytes(whole.read_bytes())
+    assert run(str(whole), str(copy), "--db", str(db)) == 0
+    assert capsys.readouterr().out.count("this job is already in the store") == 2
+    assert run(str(cut), "--db", str(db), "--partial") == 0
+    assert "this job's whole log is already in the store and stays" in capsys.readouterr().out
+    assert _observed(db) == [("observed: ior job 32324925 (4 ranks)", None, str(whole))]
+
+
+def test_a_run_stored_by_an_earlier_ddlio_keyed_by_the_logs_bytes_is_found_by_its_job(tmp_path, capsys):
+    from analysis.darshan_log import read_log
+    from ddlio.store import open_store_for_writing
+
+    db = tmp_path / "r.db"
+    log = BASE / "examples/example_logs/ior_hdf5_example.darshan"
+    assert open_store_for_writing(str(db)).record_observed(read_log(log)) == "new"  # no observed_key: as before
+    [(old_key,)] = sqlite3.connect(db).execute("select point_key from points").fetchall()
+    assert run(str(log), "--db", str(db)) == 0
+    assert "this job is already in the store" in capsys.readouterr().out
+    assert sqlite3.connect(db).execute("select point_key from points").fetchall() == [(old_key,)]

@@ -13,6 +13,7 @@ import pytest
 
 import sweep as sweep_module
 from conftest import SWEEP, cli_env
+from ddlio.signals import Terminated
 
 
 def _point_rows(db) -> list[tuple]:
@@ -54,10 +55,68 @@ def test_ctrl_c_stops_the_sweep_quietly_and_a_rerun_resumes(sweep, tmp_path):
     assert [r[0] for r in _point_rows(tmp_path / "r.db")] == ["completed"]
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _kernel_pids(root) -> list[int]:
+    """The processes whose command line names a kernel spec under ``root`` (the local job's MPI step)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    cmd = f.read().decode(errors="replace")
+            except OSError:
+                continue
+            if "experiments.kernel" in cmd and str(root) in cmd:
+                pids.append(int(d))
+    return pids
+
+
+def test_sigterm_stops_the_point_and_its_job_and_exits_143(sweep, tmp_path):
+    """kill PID (SIGTERM) of the driver alone, as a scheduler or a user's kill does: the local job and its MPI step
+    stop too, the point is stored interrupted, one line says so, exit 143; a rerun resumes."""
+    args = [sys.executable, str(SWEEP), "workload=tiny", "workload.compute_time=0.5", "workload.epochs=6",
+            f"data_root={tmp_path / 'data'}", f"db={tmp_path / 'r.db'}"]
+    proc = subprocess.Popen(args, cwd=tmp_path, env=cli_env(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        end = time.monotonic() + 120
+        while not _kernel_pids(tmp_path / "data") and time.monotonic() < end:
+            time.sleep(0.2)
+        kernels = _kernel_pids(tmp_path / "data")
+        assert kernels and proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGTERM)  # the driver only, not its group
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 143, out + err
+    assert "Traceback" not in out + err
+    assert err.splitlines() == ["interrupted (SIGTERM): what finished is stored; run the same command again to "
+                                "resume"]
+    end = time.monotonic() + 10
+    while any(_alive(p) for p in kernels) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not [p for p in kernels if _alive(p)], "the MPI step outlived the driver"
+    [(status, state, error)] = _point_rows(tmp_path / "r.db")
+    assert (status, state) == ("failed", "INTERRUPTED") and "interrupted" in error
+    again = sweep("workload=tiny", "workload.compute_time=0.5", "workload.epochs=6", timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert [r[0] for r in _point_rows(tmp_path / "r.db")] == ["completed"]
+
+
 @pytest.mark.parametrize(("exc", "code", "lines"), [
     (RuntimeError("boom\nsecond line"), 1, [
         "error: RuntimeError: boom", "(an unexpected error in ddlio; set DDLIO_TRACEBACK=1 to see the traceback)"]),
     (KeyboardInterrupt(), 130, ["interrupted"]),
+    (Terminated(), 143, ["interrupted (SIGTERM)"]),
 ])
 def test_what_escapes_is_one_line(monkeypatch, capsys, exc, code, lines):
     def main() -> int:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from analysis.figures.render import plan_figures, render
+from analysis.outputs import check_dir, check_dir_names, record_names
 from analysis.query import analysis_frame, hist_frame, parse_where
 from ddlio.store import open_store_for_reading
 
@@ -17,16 +17,21 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
                                           "(columns, literals, comparisons, in [...], and/or/not, arithmetic)")
     parser.add_argument("--vector", choices=("svg", "pdf"), default="svg", help="vector format besides PNG")
     parser.add_argument("--jobs", type=int, help="processes drawing figures (default: one per CPU)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace an existing output that ddlio did not write (never a file shipped in conf/)")
 
 
 def main(args: argparse.Namespace) -> int:
     where = parse_where(args.where)
+    out = check_dir(args.out, args.force)  # before any work
     store = open_store_for_reading(args.db)
     points = analysis_frame(store, where)
     keys, hists = hist_frame(store, points["point_key"].tolist())
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     jobs = plan_figures(points, keys, hists)
+    names = [f"{j.name}.{fmt}" for j in jobs if j.draw is not None for fmt in ("png", args.vector)]
+    check_dir_names(out, names, args.force)  # before any figure is drawn
+    if names:
+        record_names(out, names)
     skipped = 0
     for job in jobs:
         if job.draw is None:

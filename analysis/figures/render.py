@@ -17,6 +17,7 @@ import pandas as pd
 
 from analysis.figures.base import Drawn, FigureJob, Inputs
 from analysis.figures.registry import FIGURES
+from analysis.outputs import write_with
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -80,7 +81,8 @@ def save(fig: Figure, out: Path, name: str, formats: tuple[str, ...] = ("png", "
     with matplotlib.rc_context({"svg.fonttype": "none", "pdf.fonttype": 42}):  # text stays text: small, fast
         for fmt in formats:
             p = out / f"{name}.{fmt}"
-            fig.savefig(p, format=fmt, dpi=dpi, **_TIGHT, **_PNG_KW.get(fmt, {}))
+            # through a temporary file removed on failure: a full disk leaves no empty figure
+            write_with(p, lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, dpi=dpi, **_TIGHT, **_PNG_KW.get(fmt, {})))
             paths.append(p)
     return paths
 

@@ -7,6 +7,7 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ddlio.store.models import Point, _now
@@ -16,23 +17,36 @@ from ddlio.store.rows import RowWriter, _json_safe
 class ObservedMixin(RowWriter):
     """The writer's :meth:`record_observed`."""
 
-    def record_observed(self, obs: dict[str, Any]) -> bool:
+    def record_observed(self, obs: dict[str, Any]) -> str:
         """Store an observed run (a Darshan log read by :mod:`analysis.darshan_log`) as a completed point with
-        ``source = darshan``, keyed by the log's content: importing the same log again changes nothing. Returns
-        whether it was new. Config columns a log cannot tell are 0 / ``observed``."""
-        key = "darshan-" + obs["log_sha256"][:20]
+        ``source = darshan``, keyed by its job (``obs["observed_key"]``: job id, start time, user, ranks, command),
+        not by the log's bytes: importing the job again, or a copy of its log, stores nothing new. A partial log
+        (``obs["partial"]``) is labelled so; the whole log of a job stored from a partial one replaces it, a
+        partial one never replaces a whole one. Rows stored by an earlier ddlio (keyed by the log's bytes) are
+        found by their job. Returns ``"new"``, ``"same"`` (already stored), ``"replaced"`` (a partial run by the
+        whole log) or ``"kept"`` (the whole run stays; this log is partial). Config columns a log cannot tell are
+        0 / ``observed``."""
+        key = obs.get("observed_key") or "darshan-" + obs["log_sha256"][:20]
         with Session(self.engine) as s, s.begin():
-            if s.get(Point, key) is not None:
-                return False
+            old = s.get(Point, key) or self._same_job(s, obs)
+            if old is not None:
+                if not (old.config or {}).get("partial") or obs.get("partial"):
+                    return "kept" if obs.get("partial") and not (old.config or {}).get("partial") else "same"
+                s.delete(old)  # the partial run gives way to its whole log
+                s.flush()
+            verdict = "new" if old is None else "replaced"
             nbytes = obs.get("posix_bytes_read")
             app = obs.get("mpiio_bytes_read") or None
             reads = obs.get("posix_reads")
             files = len(obs.get("files", []))
             name = obs.get("exe") or Path(obs["log"]).name
             end = obs.get("end_unix")
+            partial = "; ".join(obs.get("partial") or [])
+            partial = f"partial Darshan log, kept with --partial: {partial}" if partial else ""
             row = Point(
                 point_key=key, dataset_key="darshan", status="completed", source="darshan", attempts=0,
-                label=f"observed: {name} job {obs.get('job_id') or '?'} ({obs.get('ranks', 0)} ranks)",
+                label=f"observed{' (partial log)' if partial else ''}: {name} job {obs.get('job_id') or '?'} "
+                      f"({obs.get('ranks', 0)} ranks)", error=partial or None,
                 job_id=obs.get("job_id") or None, job_state="OBSERVED", run_dir=obs["log"],
                 format=obs.get("format", "other"), format_options={}, access=obs.get("access", "unknown"),
                 stripe_count=int(obs.get("stripe_count", 0)), stripe_size=int(obs.get("stripe_size", 0)), nodes=0,
@@ -53,4 +67,13 @@ class ObservedMixin(RowWriter):
                 submitted_utc=_now(), result=_json_safe(obs),
             )
             s.add(row)
-        return True
+        return verdict
+
+    @staticmethod
+    def _same_job(s: Session, obs: dict[str, Any]) -> Point | None:
+        """An observed run already stored for the job of ``obs`` (under another key: an earlier ddlio keyed runs
+        by the log's bytes): same job id, start time, ranks and executable."""
+        rows = s.scalars(select(Point).where(Point.source == "darshan", Point.job_id == (obs.get("job_id") or None),
+                                             Point.started_unix == obs.get("start_unix"),
+                                             Point.ranks == int(obs.get("ranks", 0)))).all()
+        return next((r for r in rows if (r.config or {}).get("exe") == obs.get("exe")), None)

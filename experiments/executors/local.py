@@ -13,6 +13,7 @@ from typing import Any
 
 from ddlio.records import FailureRecord, Record, read_record
 from ddlio.runpaths import RunPaths, local_measurement_lock
+from ddlio.signals import interrupt_name
 from experiments.config import PointSpec
 from experiments.executors.base import Harvest, Harvested, Host, Pending, Submitted
 
@@ -125,8 +126,8 @@ class LocalExecutor:
                 host.heartbeat()
                 time.sleep(LOCAL_POLL_S)
             record = job.result()
-        except KeyboardInterrupt:  # Ctrl-C: stop the job, store what it says of itself, then stop the sweep
-            host.finish(spec, _interrupted(job, spec, rd), time.perf_counter() - t0)
+        except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: stop the job, store what it says of itself, then stop
+            host.finish(spec, _interrupted(job, spec, rd, interrupt_name(e)), time.perf_counter() - t0)
             raise
         except Exception as e:  # the job itself died (killed, timed out): still record the point
             state = str(getattr(job, "state", "FAILED"))
@@ -134,9 +135,9 @@ class LocalExecutor:
         host.finish(spec, record, time.perf_counter() - t0)
 
 
-def _interrupted(job: Any, spec: PointSpec, rd: Path) -> Record:
-    """After Ctrl-C: stop the local job (it may not have seen the signal), wait a little for the failure record
-    it writes of itself, else the point's record as interrupted, so a rerun measures it again."""
+def _interrupted(job: Any, spec: PointSpec, rd: Path, how: str = "Ctrl-C") -> Record:
+    """After Ctrl-C (or SIGTERM, ``how``): stop the local job (it may not have seen the signal), wait a little for
+    the failure record it writes of itself, else the point's record as interrupted, so a rerun measures it again."""
     with contextlib.suppress(Exception):
         job.cancel(check=False)
     end = time.monotonic() + INTERRUPT_GRACE_S
@@ -146,6 +147,6 @@ def _interrupted(job: Any, spec: PointSpec, rd: Path) -> Record:
         if record is None:
             time.sleep(LOCAL_POLL_S)
     if not isinstance(record, FailureRecord):
-        record = FailureRecord.of(spec.to_dict(), "interrupted (Ctrl-C) before the point finished; a rerun "
+        record = FailureRecord.of(spec.to_dict(), f"interrupted ({how}) before the point finished; a rerun "
                                   "measures it again", job_state="INTERRUPTED", run_dir=str(rd))
     return record

@@ -33,7 +33,7 @@ from experiments.kernel.cachepolicy import (
     settle,
 )
 from experiments.kernel.compute import Compute
-from experiments.kernel.guards import fault_of, guarded_barrier, inject
+from experiments.kernel.guards import ProgressWatch, fault_of, guarded_barrier, inject
 from experiments.kernel.lanes import EpochArrays, Lane, busy_ns, write_trace
 from experiments.kernel.results import result_record
 from experiments.kernel.sampling import compute_times, epoch_ids
@@ -83,6 +83,7 @@ class Kernel:
 
             self.torch = torchdata.TorchLoader(plan, point, self.nranks, self.rank, self.paths,
                                                int(self.record.max()), self.trace)
+        self.watch = ProgressWatch(comm, self.guard_s, self.paths)
         self._prime()
         self._set_up_below_client()
         # the emulated compute: compute=cpu calibrates its work rate here, untimed, every rank of a node at once
@@ -188,7 +189,10 @@ class Kernel:
         self.planned.append(planned)
         if self.trace:
             self._log_epoch(epoch, ids, ep)
-        guarded_barrier(self.comm, self.guard_s, f"the end of epoch {epoch}")
+        self.watch.end_epoch()
+        # a rank still inside its epoch is watched by its own guard, which names where it stalled: this barrier
+        # waits long enough for that rank to speak first
+        guarded_barrier(self.comm, 2 * self.guard_s + 5, f"the end of epoch {epoch}")
         gathered = self.comm.gather(m, root=0)
         if self.rank == 0:
             self.epochs.append(gathered)
@@ -212,15 +216,20 @@ class Kernel:
         perf = time.perf_counter_ns
         nbytes = wait_ns = 0
         fetch = self._fetcher(ep, len(ids), nb)
-        fault, run_compute = self.fault, self.compute.run
+        fault, run_compute, watch = self.fault if epoch == 0 else None, self.compute.run, self.watch
+        watch.start_epoch(epoch, ep, self.lanes)
+        if fault == "hang":
+            inject(fault, self.rank)
         for b in range(nb):
             t = perf()
             nbytes += fetch(b)
             wait_ns += perf() - t
-            if fault and epoch == 0:
+            if fault:
                 inject(fault, self.rank)
             if compute[b] > 0:
+                watch.computing(compute[b])
                 m.compute_time_s += run_compute(compute[b])
+            watch.batch_done()
         return nbytes, wait_ns, None
 
     def _planned_bytes(self, epoch: int, ids: np.ndarray, ep: EpochArrays, tf_out: dict[str, Any] | None) -> int:
@@ -305,6 +314,7 @@ class Kernel:
     def result(self) -> dict[str, Any] | None:
         """After the last epoch: write this rank's access log, gather what rank 0 needs; on rank 0, check every
         epoch's bytes against the plan and return the result record (the others return None)."""
+        self.watch.stop()
         if self.pool is not None:
             self.pool.shutdown()
         if self.torch is not None:

@@ -49,9 +49,13 @@ def launch_argv(launch: str, ranks: int, nodes: int, ppn: int, module: str, args
 
 
 def headline(stderr: str) -> str:
-    """The line of an MPI step's stderr that says what went wrong: a ddlio rank's own message if there is one,
-    else the last non-empty line."""
+    """The line of an MPI step's stderr that says what went wrong: a ddlio rank's own message if there is one (a
+    rank that stalled inside an epoch first: the others' waits at a barrier follow from it), else the last
+    non-empty line."""
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    for ln in lines:
+        if ln.startswith("ddlio kernel: rank ") and " made no progress for " in ln:
+            return ln
     for ln in lines:
         if ln.startswith(("ddlio", "rank ")):
             return ln

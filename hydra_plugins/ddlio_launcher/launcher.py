@@ -24,6 +24,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ddlio.errors import ConfigError, DdlioError
+from ddlio.signals import interrupt_code, interrupt_name
 
 
 class DdlioLauncher(Launcher):
@@ -78,9 +79,10 @@ class DdlioLauncher(Launcher):
         except DdlioError as e:
             print(f"error: {e}", file=sys.stderr)
             raise SystemExit(2) from None
-        except KeyboardInterrupt:
-            print("interrupted: what finished is stored; run the same command again to resume", file=sys.stderr)
-            raise SystemExit(130) from None
+        except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (ddlio.signals): exit 130 or 143
+            print(f"interrupted ({interrupt_name(e)}): what finished is stored; run the same command again to "
+                  "resume", file=sys.stderr)
+            raise SystemExit(interrupt_code(e)) from None
         if outcomes and all(o.status == "planned" for o in outcomes) and not self._grid():
             print("dry run: an adaptive search proposes its later trials from measured objectives, so its first "
                   "batch is all a dry run can show")

@@ -1,0 +1,209 @@
+"""Every file or directory an analysis command writes goes through here, so no output ever replaces a file ddlio did
+not write. :func:`check_file` / :func:`check_dir` run before any work (before the store is read or written): the
+path is not in the way (a directory where a file goes, or the reverse), its directory can be written (probed by
+creating and removing a file there), a file that exists is replaced only when ddlio wrote it (:func:`ours`) or
+with ``--force``, and the files shipped in ``conf/`` are never replaced, not even with ``--force`` (a preset
+ddlio derived there may be).
+:func:`write_file` then writes through a temporary file beside the output (fsync, rename), removed on failure, so a
+full disk leaves no partial or empty output; a write that fails is bad input naming the path (exit 2).
+
+How ddlio recognises its own outputs: HTML carries ``<meta name='generator' content='ddlio ...'>``; a workload
+preset carries the ``python -m analysis import-darshan --workload-out`` comment it is written with; a CSV export
+starts with a header row of store columns (``point_key`` among them); a Parquet export carries ``ddlio`` in its
+schema's metadata; a figure directory holds a manifest (:data:`MANIFEST`) naming the files ddlio wrote there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from ddlio.errors import DdlioError
+
+#: the shipped Hydra presets: never replaced by an output
+SHIPPED_CONF = Path(__file__).resolve().parents[1] / "conf"
+#: in a figure directory: the names of the files ddlio wrote there, one a line
+MANIFEST = ".ddlio-figures"
+#: the mark an HTML output carries (inserted into its <head>)
+HTML_MARK = "<meta name='generator' content='ddlio'>"
+#: the line a workload preset written by import-darshan carries
+YAML_MARK = "# python -m analysis import-darshan --workload-out"
+#: the key of a Parquet export's schema metadata
+PARQUET_KEY = b"ddlio"
+#: an earlier ddlio's HTML report (before the mark) began so
+_OLD_HTML = "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>"
+
+
+class OutputError(DdlioError):
+    """An output path that cannot or must not be written (exit 2, naming it)."""
+
+
+def _shipped(path: Path) -> bool:
+    return path == SHIPPED_CONF or SHIPPED_CONF in path.parents
+
+
+def _head(path: Path, n: int = 4096) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read(n).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def ours(path: Path, kind: str) -> bool:
+    """Whether the existing file ``path`` is recognisably one ddlio wrote, as output ``kind`` (html, yaml, csv,
+    parquet)."""
+    head = _head(path)
+    if kind == "html":
+        return HTML_MARK in head or head.startswith(_OLD_HTML)
+    if kind == "yaml":
+        return YAML_MARK in head
+    if kind == "csv":
+        cols = head.split("\n", 1)[0].strip().split(",")
+        return "point_key" in cols and all(c.isidentifier() for c in cols)
+    if kind == "parquet":
+        try:
+            import pyarrow.parquet as pq  # lazy: pyarrow is heavy and only a Parquet output needs it
+
+            meta = pq.read_schema(path).metadata or {}
+        except Exception:
+            return False
+        return PARQUET_KEY in meta
+    return False
+
+
+def _probe(directory: Path, what: str, named: Path) -> None:
+    """``directory`` (or its nearest existing ancestor) can be written: a file is created there and removed.
+    Messages name the output as the user did (``named``)."""
+    d = directory
+    while not d.exists():
+        if d.parent == d:
+            break
+        d = d.parent
+    if not d.is_dir():
+        raise OutputError(f"{what} {named}: {d} is not a directory")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".ddlio-probe-", dir=d)
+    except OSError as e:
+        raise OutputError(f"{what} {named}: cannot write in {d}: {e.strerror or e}") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def check_file(path: str | os.PathLike, kind: str, force: bool = False, what: str = "--out") -> Path:
+    """Check the output file ``path`` before any work (see the module's doc); returns it as a Path. Raises
+    :class:`OutputError` naming the path and what to do."""
+    p = Path(path)
+    if str(path) == "" or p.name in ("", ".", ".."):
+        raise OutputError(f"{what} {str(path)!r}: name a file")
+    full = p.resolve()
+    if _shipped(full) and full.exists() and not (kind == "yaml" and full.is_file() and ours(full, kind)):
+        raise OutputError(f"{what} {p}: a file shipped with ddlio ({SHIPPED_CONF.name}/) is never replaced, not "
+                          "even with --force: name a new file")
+    if full.is_dir():
+        raise OutputError(f"{what} {p} is a directory: name a file in it (e.g. {p / ('output.' + kind)})")
+    if full.exists() or full.is_symlink():
+        if not full.is_file():
+            raise OutputError(f"{what} {p} is not a regular file: name another path")
+        if not ours(full, kind) and not force:
+            raise OutputError(f"{what} {p} exists and was not written by ddlio: name another file, or pass "
+                              "--force to replace it")
+        if not os.access(full, os.W_OK):
+            raise OutputError(f"{what} {p} is read-only")
+    _probe(p.parent, what, p)  # as the user named it: messages name the part of their path in the way
+    return p
+
+
+def check_dir(path: str | os.PathLike, force: bool = False, what: str = "--out") -> Path:
+    """Check the output directory ``path`` before any work: not a file, writable; returns it as a Path. Which of
+    its files may be replaced is :func:`check_dir_names`'s question once the names are known."""
+    p = Path(path)
+    if str(path) == "":
+        raise OutputError(f"{what} {str(path)!r}: name a directory")
+    full = p.resolve()
+    if _shipped(full):
+        raise OutputError(f"{what} {p}: inside the presets shipped with ddlio ({SHIPPED_CONF.name}/): name another "
+                          "directory")
+    if full.exists() and not full.is_dir():
+        raise OutputError(f"{what} {p} exists and is not a directory: name a directory")
+    _probe(p, what, p)
+    return p
+
+
+def manifest_names(directory: Path) -> set[str]:
+    """The names ddlio's manifest in ``directory`` lists (empty when there is none)."""
+    try:
+        return set((directory / MANIFEST).read_text().split())
+    except OSError:
+        return set()
+
+
+def check_dir_names(directory: Path, names: Iterable[str], force: bool = False, what: str = "--out") -> None:
+    """The files ``names`` about to be written in ``directory``: any that exists must be one ddlio wrote there
+    (listed in its manifest), unless ``force``."""
+    mine = manifest_names(directory)
+    foreign = sorted(n for n in names if (directory / n).exists() and n not in mine)
+    if foreign and not force:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise OutputError(f"{what} {directory}: {shown} exist and were not written by ddlio (no {MANIFEST} lists "
+                          "them): name another directory, or pass --force to replace them")
+    for n in names:
+        if (directory / n).is_dir():
+            raise OutputError(f"{what} {directory}: {n} is a directory in the way")
+
+
+def record_names(directory: Path, names: Iterable[str]) -> None:
+    """Add ``names`` to the manifest of ``directory`` (the files ddlio wrote there)."""
+    write_file(directory / MANIFEST, "\n".join(sorted(manifest_names(directory) | set(names))) + "\n")
+
+
+def mark_html(text: str) -> str:
+    """``text`` (an HTML page) with ddlio's mark in its head."""
+    return text.replace("<head>", "<head>" + HTML_MARK, 1) if "<head>" in text else HTML_MARK + text
+
+
+def write_with(path: Path, write: Callable[[str], None], what: str = "--out") -> Path:
+    """Call ``write(tmp)`` to write a temporary file beside ``path``, then fsync and rename it over ``path``; on
+    any failure the temporary file is removed, and an OS error becomes :class:`OutputError` naming ``path``."""
+    tmp = ""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        write(tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.chmod(tmp, _mode(path))
+        os.replace(tmp, path)
+    except OSError as e:
+        raise OutputError(f"{what} {path}: cannot write it: {e.strerror or e}; nothing was left behind") from None
+    finally:
+        if tmp:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+    return path
+
+
+def _mode(path: Path) -> int:
+    """The permission bits the output gets: those of the file it replaces, else what the umask leaves of 0o666
+    (as ``open`` would give; a temporary file starts at 0o600)."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+def write_file(path: Path, data: str | bytes, what: str = "--out") -> Path:
+    """Write ``data`` (text as UTF-8) to ``path`` atomically, as :func:`write_with`."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+
+    def put(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            f.write(raw)
+
+    return write_with(path, put, what)
