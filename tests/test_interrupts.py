@@ -22,7 +22,9 @@ def _point_rows(db) -> list[tuple]:
 
 
 def test_a_local_time_limit_is_named_and_kept(sweep, tmp_path):
-    p = sweep("workload=tiny", "workload.compute_time=0.5", "cluster.timeout_min=0.02", timeout=120)
+    # a rank that hangs (its compute would fit: the up-front check passes) meets the time limit before the
+    # progress guard (cluster.hang_timeout_s, 600 s) speaks
+    p = sweep("workload=tiny", "+cluster.env.DDLIO_FAULT=hang@0", "cluster.timeout_min=0.02", timeout=120)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "Traceback" not in p.stdout + p.stderr
     assert "time limit reached: the point's cluster.timeout_min=0.02 (1.2 s) ran out" in p.stdout
