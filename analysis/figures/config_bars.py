@@ -70,7 +70,7 @@ def draw_config_bars(frame: pd.DataFrame, title_text: str, colours: dict[str, st
     axes[-1, 0].set_xticks(range(len(xs)), xs, rotation=90, fontsize=fontsize)
     axes[-1, 0].set_xlabel("configuration (nodes-ranks-stripe count)")
     n = frame["n"] if len(frame) else pd.Series([0])
-    title(fig, f"{title_text}: mean of repetitions (n = {int(n.min())}–{int(n.max())}), error bars ±1 std where "
+    title(fig, f"{title_text}: mean of repetitions (n = {_n_range(n)}), error bars ±1 std where "
           "repeated, n=1 marked where measured once")
     legend(fig, colours, series, title="series")
     return fig
@@ -125,3 +125,9 @@ def plan(inp: Inputs) -> list[FigureJob]:
     jobs += [FigureJob(f"config_{_slug(fmt)}", f"{fmt}: bandwidth, IOPS, I/O time and runtime per configuration",
                        partial(draw_config_bars, frames[fmt], fmt, colours)) for fmt in formats]
     return jobs
+
+
+def _n_range(n: pd.Series) -> str:
+    """The repetitions per bar: one number where all bars have as many, else the range ("1–3")."""
+    lo, hi = int(n.min()), int(n.max())
+    return str(lo) if lo == hi else f"{lo}–{hi}"
