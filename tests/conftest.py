@@ -183,12 +183,17 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
 PG_ADMIN_URL = os.environ.get("DDLIO_TEST_PG_URL", "postgresql://ddlio:ddlio-ci@127.0.0.1:55432/postgres")
 
 
-def _pg_missing(reason: str) -> None:
-    """Skip, or fail under CI=true: CI starts the server, so its absence there is a failure, not a skip."""
-    msg = f"no PostgreSQL test server: {reason} (run tests/cluster/postgres.sh start)"
+def service_missing(service: str, reason: str, script: str) -> None:
+    """Skip, or fail under CI=true: CI starts the project's test services (``script``), so a missing one there is a
+    failure, not a skip. One line either way."""
+    msg = f"no {service}: {reason} (run bash tests/cluster/{script} start)"
     if os.environ.get("CI") == "true":
         pytest.fail(msg)
     pytest.skip(msg)
+
+
+def _pg_missing(reason: str) -> None:
+    service_missing("PostgreSQL test server", reason, "postgres.sh")
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import service_missing
 from lustre import Layout, apply_layout, backend_for, validate_at
 from lustre.ceph import empty_client_cache, is_cephfs
 from lustre.fs import fs_info
@@ -27,10 +28,7 @@ BASE = Path(os.environ.get("CEPHFS_BASE", f"{os.environ.get('TMPDIR', '/tmp')}/d
 
 
 def _missing(reason: str) -> None:
-    msg = f"no CephFS test mount: {reason} (run bash tests/cluster/cephfs.sh start)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(msg)
-    pytest.skip(msg)
+    service_missing("CephFS test mount", reason, "cephfs.sh")
 
 
 @pytest.fixture(scope="module")
