@@ -69,7 +69,9 @@ def summary_frame(store: StoreReader) -> pd.DataFrame:
     with store.session() as s:
         configs = dict(s.execute(select(Point.point_key, cast(Point.config, Text))).all())
     df["config"] = df["point_key"].map(configs)
-    df["label"] = relabel(df) if len(df) else df["label"]
+    own = df["source"] == "ddlio"  # observed runs (imported logs) keep the label their import gave them
+    if own.any():
+        df.loc[own, "label"] = relabel(df[own])
     done = analysis_frame(store) if len(df) else pd.DataFrame(columns=["point_key"])
     for c in ("validity", "invalid_reasons"):
         df[c] = df["point_key"].map(dict(zip(done["point_key"], done.get(c, pd.Series(dtype=object)), strict=True)))

@@ -152,12 +152,14 @@ def observed_keys(store: StoreReader, checked: Filter) -> set[str]:
     """The observed runs for which the filter ``checked`` holds, over the columns ``--where`` may name."""
     import pandas as pd
 
-    from analysis.query import ANALYSIS_COLUMNS  # lazy: the columns --where may name
+    from analysis.query import ANALYSIS_COLUMNS, DERIVED_COLUMNS  # lazy: the columns --where may name
 
-    cols = [Point.__table__.columns[c] for c in ANALYSIS_COLUMNS if c != "format_options"]
+    stored = [c for c in ANALYSIS_COLUMNS if c != "format_options" and c not in DERIVED_COLUMNS]
+    cols = [Point.__table__.columns[c] for c in stored]
     with store.session() as s:
         rows = s.execute(select(*cols).where(Point.source == "darshan")).mappings().all()
-    df = pd.DataFrame(rows, columns=[c.name for c in cols]).assign(format_options="{}")
+    # an observed run is no configuration of ddlio's and gets no verdict: the derived columns are empty for it
+    df = pd.DataFrame(rows, columns=stored).assign(format_options="{}", **dict.fromkeys(DERIVED_COLUMNS, ""))
     return set(checked.apply(df)["point_key"].tolist())
 
 
