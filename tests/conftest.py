@@ -183,17 +183,17 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
 PG_ADMIN_URL = os.environ.get("DDLIO_TEST_PG_URL", "postgresql://ddlio:ddlio-ci@127.0.0.1:55432/postgres")
 
 
-def service_missing(service: str, reason: str, script: str) -> None:
-    """Skip, or fail under CI=true: CI starts the project's test services (``script``), so a missing one there is a
-    failure, not a skip. One line either way."""
-    msg = f"no {service}: {reason} (run bash tests/cluster/{script} start)"
+def service_missing(service: str, reason: str, script: str | None) -> None:
+    """Skip, or fail under CI=true: CI starts the project's test services (``script``, None where starting it
+    would not help), so a missing one there is a failure, not a skip. One line either way."""
+    msg = f"no {service}: {reason}" + (f" (run bash tests/cluster/{script} start)" if script else "")
     if os.environ.get("CI") == "true":
         pytest.fail(msg)
     pytest.skip(msg)
 
 
-def _pg_missing(reason: str) -> None:
-    service_missing("PostgreSQL test server", reason, "postgres.sh")
+def _pg_missing(reason: str, script: str | None = "postgres.sh") -> None:
+    service_missing("PostgreSQL test server", reason, script)
 
 
 @pytest.fixture(scope="session")
@@ -202,7 +202,7 @@ def pg_server() -> str:
     try:
         import psycopg
     except ImportError:
-        _pg_missing("psycopg is not installed (pip install -e '.[postgres]')")
+        _pg_missing("psycopg is not installed (pip install -e '.[postgres]')", None)
     try:
         with psycopg.connect(PG_ADMIN_URL, connect_timeout=3) as conn:
             conn.execute("select 1")
