@@ -48,25 +48,7 @@ PKGS="ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse ceph-common attr uuid-runtim
 # shellcheck source=tests/cluster/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-install_pkgs() {
-  local p missing="" made_policy=0 rc=0
-  for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
-  if [ -z "$missing" ]; then return 0; fi
-  command -v apt-get >/dev/null || die "missing packages:$missing, and no apt-get to install them (Debian 12 needed)"
-  log "installing:$missing (apt-get update + install, about 72 s)"
-  if [ ! -e /usr/sbin/policy-rc.d ]; then   # maintainer scripts must not start daemons we would not track
-    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
-    chmod 755 /usr/sbin/policy-rc.d
-    made_policy=1
-  fi
-  {
-    timeout 300 apt-get update -q &&
-      DEBIAN_FRONTEND=noninteractive timeout 900 apt-get -o DPkg::Lock::Timeout=600 install -y -q \
-        --no-install-recommends $missing
-  } >"$L/apt.log" 2>&1 || rc=$?
-  if [ "$made_policy" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
-  if [ "$rc" != 0 ]; then tail -n 20 "$L/apt.log" >&2; die "apt-get failed (rc $rc), log: $L/apt.log"; fi
-}
+install_pkgs() { apt_install "$L" "about 72 s" $PKGS; }
 
 # launch <name> <binary> args...: a foreground daemon, backgrounded by us, its PID recorded. OSDs join the
 # throttle cgroup before exec, so their very first I/O is accounted there.

@@ -30,23 +30,8 @@ ready() { timeout 5 "$(bindir)/pg_isready" -q -h 127.0.0.1 -p "$PORT"; }
 answers() { PGPASSWORD=$PASS timeout 5 "$(bindir)/psql" -X -q -h 127.0.0.1 -p "$PORT" -U "$USER_" -d postgres -c 'select 1' >/dev/null; }
 
 install_pkgs() {
-  local made_policy=0 rc=0
   if [ -n "$(bindir)" ] && [ -x "$(bindir)/initdb" ]; then return 0; fi
-  command -v apt-get >/dev/null || die "PostgreSQL is not installed, and no apt-get to install it (Debian 12 needed)"
-  log "installing postgresql (apt-get update + install, a minute at most)"
-  # the package's maintainer scripts must not start a server we would not track
-  if [ ! -e /usr/sbin/policy-rc.d ]; then
-    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
-    chmod 755 /usr/sbin/policy-rc.d
-    made_policy=1
-  fi
-  {
-    timeout 300 apt-get -o DPkg::Lock::Timeout=600 update -q &&
-      DEBIAN_FRONTEND=noninteractive timeout 900 apt-get -o DPkg::Lock::Timeout=600 install -y -q \
-        --no-install-recommends postgresql
-  } >"$B/apt.log" 2>&1 || rc=$?
-  if [ "$made_policy" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
-  if [ "$rc" != 0 ]; then tail -n 20 "$B/apt.log" >&2; die "apt-get failed (rc $rc), log: $B/apt.log"; fi
+  apt_install "$B" "a minute at most" postgresql
   [ -x "$(bindir)/initdb" ] || die "initdb still missing after installing postgresql"
 }
 

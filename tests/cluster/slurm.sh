@@ -57,26 +57,7 @@ ours_up() {
 }
 
 # ---------------------------------------------------------------- install
-install_pkgs() {
-  local p missing="" made_policy=0 rc=0
-  for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
-  if [ -z "$missing" ]; then return 0; fi
-  command -v apt-get >/dev/null || die "missing packages:$missing, and no apt-get to install them (Debian 12 needed)"
-  log "installing:$missing (apt-get update + install, a minute at most)"
-  # maintainer scripts must not start daemons we would not track: a policy-rc.d that denies every start
-  if [ ! -e /usr/sbin/policy-rc.d ]; then
-    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
-    chmod 755 /usr/sbin/policy-rc.d
-    made_policy=1
-  fi
-  {
-    timeout 300 apt-get update -q &&
-      DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -q --no-install-recommends $missing
-  } >"$B/apt.log" 2>&1 || rc=$?
-  if [ "$made_policy" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
-  if [ "$rc" != 0 ]; then tail -n 20 "$B/apt.log" >&2; die "apt-get failed (rc $rc), log: $B/apt.log"; fi
-  for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || die "package $p still missing after apt-get"; done
-}
+install_pkgs() { apt_install "$B" "a minute at most" $PKGS; }
 
 # ---------------------------------------------------------------- configuration
 write_conf() {
