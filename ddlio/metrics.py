@@ -22,6 +22,10 @@ The file-system layer (what the format's library asked the file system for; see 
 - ``posix_read_time_s``: the slowest rank's time in the samples whose reads reached the file system, seconds
   (an upper bound of POSIX_F_READ_TIME; None with ``reader=tf``);
 - ``posix_size_hist``: read calls per Darshan POSIX_SIZE_READ_* bin (0_100 ... 1G_PLUS), summed over ranks;
+- ``posix_size_from_app``: how many of those calls were binned by their sample's size from the application layer
+  (the thread's counters are read per batch: where a batch's calls and bytes equal its samples and the bytes they
+  returned, one call per sample); ``posix_size_approx``: how many were binned by the mean size of several calls
+  (the layers disagreed); the rest are single calls binned by their own size;
 - ``amplification`` = posix_bytes_read / bytes_read: 1 when the file system served exactly what the reader
   returned, above 1 when the library read more (HDF5's sieve buffer, zip headers, indexes).
 
@@ -110,6 +114,8 @@ class RankEpoch:
     #: read calls per Darshan POSIX_SIZE_READ_* bin; how many of them were binned by their sample's mean size
     posix_size_hist: list[int] | None = None
     posix_size_approx: int | None = None
+    #: how many were binned by their sample's size from the application layer (the layers agreed per batch)
+    posix_size_from_app: int | None = None
 
     @property
     def io_time_s(self) -> float:
@@ -170,6 +176,7 @@ def posix_aggregate(ranks: list[RankEpoch], app_bytes: int) -> dict[str, Any]:
         "posix_read_time_s": None if any(t is None for t in times) else max(times),
         "posix_size_hist": None if any(h is None for h in hists) else np.sum(hists, axis=0).astype(int).tolist(),
         "posix_size_approx": _sum_or_none([r.posix_size_approx for r in ranks]),
+        "posix_size_from_app": _sum_or_none([r.posix_size_from_app for r in ranks]),
         "amplification": fs_bytes / app_bytes if fs_bytes is not None and app_bytes > 0 else None,
     }
 
@@ -193,7 +200,8 @@ def aggregate_run(per_epoch_ranks: list[list[RankEpoch]]) -> dict[str, Any]:
             acc.os_read_bytes += r.os_read_bytes
             acc.wait_time_s += r.wait_time_s
             acc.hist = (np.asarray(acc.hist) + np.asarray(r.hist)).tolist()
-            for name in ("posix_reads", "posix_bytes_read", "posix_read_time_s", "posix_size_approx"):
+            for name in ("posix_reads", "posix_bytes_read", "posix_read_time_s", "posix_size_approx",
+                         "posix_size_from_app"):
                 v, have = getattr(r, name), getattr(acc, name)
                 setattr(acc, name, v if first else None if v is None or have is None else have + v)
             h = r.posix_size_hist

@@ -57,7 +57,9 @@ class ProgressWatch:
     watchdog thread then names the rank, the epoch, the file and the offset it was reading, and aborts the step
     (MPI_Abort), so the point fails at once instead of at ``cluster.timeout_min``. The timed loop tells it only
     of the epoch's start, each batch's compute (time allowed on top) and each finished batch; reads are seen as
-    the latencies the loop fills in (``lat[k]`` stays 0 until read ``k`` has returned)."""
+    the latencies the loop fills in (``lat[k]`` stays 0 until read ``k`` has returned), counted from the first
+    read not yet returned over a window as long as the reads that can be in flight at once, so a tick costs the
+    reads of the window, not of the epoch."""
 
     def __init__(self, comm: Any, timeout_s: float, paths: list[str], tick_s: float | None = None) -> None:
         self.comm, self.timeout_s, self.paths = comm, float(timeout_s), paths
@@ -66,15 +68,20 @@ class ProgressWatch:
         self.ep: Any = None
         self.lanes: list[Any] = []
         self.batches = 0
+        self.window = 0
+        self._first: tuple[Any, int] = (None, 0)  # (the epoch's arrays, a read every read before which returned)
         self.last = time.monotonic()
         self.allowed_until = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="ddlio-progress-watch", daemon=True)
         self._thread.start()
 
-    def start_epoch(self, epoch: int, ep: Any, lanes: list[Any]) -> None:
-        """The timed loop of ``epoch`` begins, over the per-sample arrays ``ep`` read by ``lanes``."""
+    def start_epoch(self, epoch: int, ep: Any, lanes: list[Any], window: int | None = None) -> None:
+        """The timed loop of ``epoch`` begins, over the per-sample arrays ``ep`` read by ``lanes``; ``window``:
+        how many reads past the first one not returned can have returned (the batches in flight, in samples;
+        default the whole epoch)."""
         self.ep, self.lanes, self.batches = ep, lanes, 0
+        self.window = len(ep.lat) if window is None else max(1, int(window))
         self.last, self.allowed_until = time.monotonic(), 0.0
         self.epoch = epoch
 
@@ -98,8 +105,7 @@ class ProgressWatch:
             epoch, ep = self.epoch, self.ep
             if epoch is None or ep is None:
                 continue
-            lat = ep.lat
-            now = (epoch, self.batches, len(lat) - lat.count(0))
+            now = (epoch, self.batches, self.returned(ep))
             if now != seen:
                 seen, self.last = now, max(self.last, time.monotonic())
                 continue
@@ -107,6 +113,18 @@ class ProgressWatch:
                 print(f"ddlio kernel: {self.stall_message(epoch, ep)}; aborting the step", file=sys.stderr,
                       flush=True)
                 self.comm.Abort(5)
+
+    def returned(self, ep: Any) -> int:
+        """How many reads of the epoch's arrays ``ep`` have returned (``lat[k] != 0``), counted from the first one
+        that has not over :attr:`window` reads (none beyond can have returned)."""
+        lat = ep.lat
+        seen, first = self._first
+        try:
+            first = lat.index(0, first if seen is ep else 0)
+        except ValueError:
+            first = len(lat)
+        self._first = (ep, first)
+        return first + sum(1 for x in lat[first:first + self.window] if x)
 
     def stall_message(self, epoch: int, ep: Any) -> str:
         """What the rank was doing when it stalled: the first read of the epoch that has not returned."""

@@ -103,8 +103,9 @@ class Kernel:
     def _set_up_lanes(self) -> None:
         """The file-system layer's counters, the lanes (one preallocated buffer each, as large as the dataset's
         largest record, reused for every read) and, with reader threads, their pool (each thread binds a lane)."""
-        # the file-system layer: this process's I/O counters around each epoch, each thread's around each sample
-        self.fs_layer = posix.available()
+        # the file-system layer: this process's I/O counters around each epoch, each thread's around each batch
+        # (DDLIO_FS_LAYER=off, internal: the same reads without any counter, the benches' reference)
+        self.fs_layer = os.environ.get("DDLIO_FS_LAYER", "on") != "off" and posix.available()
         self.proc_io = posix.IOCounter("/proc/self/io") if self.fs_layer else None
         self.lanes = [Lane(self.fmt, self.paths, int(self.record.max()), self.trace, self.fs_layer)
                       for _ in range(max(1, self.threads))]
@@ -162,7 +163,8 @@ class Kernel:
         """One timed epoch on this rank: read its share in batches (with the emulated compute), close the files,
         then fill one :class:`RankEpoch` (application and file-system layers) and gather them on rank 0."""
         ids = epoch_ids(self.plan, self.point, epoch, self.nranks, self.rank)
-        ep = EpochArrays(self.plan, ids, self.trace, starts_needed=self.threads > 0)
+        ep = EpochArrays(self.plan, ids, self.trace, starts_needed=self.threads > 0,
+                         sizes_needed=self.fs_layer and self.tf is None and self.torch is None)
         nb = -(-len(ids) // self.batch)
         compute = compute_times(self.point, epoch, self.rank, nb).tolist()
         m = RankEpoch(self.rank, self.node, epoch)
@@ -182,7 +184,7 @@ class Kernel:
         io1 = self.proc_io.snap() if self.proc_io else b""
         self._application_layer(m, nbytes, wait_ns, ids, ep, tf_out)
         snaps = [s for lane in self.lanes for s in lane.take_snaps()]
-        posix.epoch_layer(m, io0, io1, snaps, ep.lat, per_sample=tf_out is None)
+        posix.epoch_layer(m, io0, io1, snaps, ep.lat, ep.size, per_sample=tf_out is None)
         if self.torch is not None and tf_out is not None and self.fs_layer:  # summed over the reading processes
             m.posix_reads, m.posix_bytes_read = tf_out["posix_reads"], tf_out["posix_bytes"]
             m.os_read_bytes = tf_out["os_read_bytes"]
@@ -217,7 +219,7 @@ class Kernel:
         nbytes = wait_ns = 0
         fetch = self._fetcher(ep, len(ids), nb)
         fault, run_compute, watch = self.fault if epoch == 0 else None, self.compute.run, self.watch
-        watch.start_epoch(epoch, ep, self.lanes)
+        watch.start_epoch(epoch, ep, self.lanes, window=(self.prefetch + 2) * self.batch)
         if fault == "hang":
             inject(fault, self.rank)
         for b in range(nb):

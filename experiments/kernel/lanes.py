@@ -5,7 +5,6 @@ overlapping reads; one rank's access log."""
 from __future__ import annotations
 
 import csv
-import functools
 import os
 import time
 from pathlib import Path
@@ -19,7 +18,8 @@ from experiments.dataset import DatasetPlan
 class Lane:
     """One reading context — the training loop itself, or one reader thread: its own open files and its own
     preallocated buffer, reused for every read. With the file-system layer on, the lane reads its thread's I/O
-    counters (/proc/thread-self/io) before and after every sample (see :mod:`experiments.kernel.posix`)."""
+    counters (/proc/thread-self/io) before and after every batch it reads and around every file it opens, never
+    per sample (see :mod:`experiments.kernel.posix`)."""
 
     def __init__(self, fmt: Any, paths: list[str], buf_bytes: int, trace: bool, fs_layer: bool = False) -> None:
         self.fmt, self.paths = fmt, paths
@@ -34,15 +34,21 @@ class Lane:
         self.meta_events: list[tuple[int, int, int, str]] = []  # (start ns, duration ns, file, op)
         self.fs_layer = fs_layer
         self.io_fd = -1  # this lane's thread's /proc/thread-self/io, opened by the thread on its first read
-        # per read_range call: (first sample, counter texts around each sample and open, which texts end an open)
-        self.snaps: list[tuple[int, list[bytes], list[int]]] = []
-        self._texts: list[bytes] | None = None
-        self._opens: list[int] = []
+        #: per read_range call, a :data:`~experiments.kernel.posix.BatchSnaps`: the counter texts taken in it
+        #: (before its first sample, around each open, after its last sample), the sample index at each text,
+        #: and which intervals between consecutive texts are a file's open
+        self.snaps: list[tuple[list[bytes], list[int], list[int]]] = []
+        self._cur: tuple[list[bytes], list[int], list[int]] | None = None
 
-    def reader_of(self, f: int) -> Any:
-        """The open reader of file ``f``, opening it (a timed metadata op) on first use."""
+    def reader_of(self, f: int, k: int = -1) -> Any:
+        """The open reader of file ``f``, opening it (a timed metadata op) on first use; ``k``: the epoch's sample
+        the lane reads next (where the open falls among the batch's counter texts)."""
         r = self.readers.get(f)
         if r is None:
+            cur = self._cur
+            if cur is not None and cur[1][-1] != k:  # the open's own reads (headers, indexes) apart from samples'
+                cur[0].append(os.pread(self.io_fd, 512, 0))
+                cur[1].append(k)
             t = time.perf_counter_ns()
             r = self.readers[f] = self.fmt.open(self.paths[f])
             dt = time.perf_counter_ns() - t
@@ -50,15 +56,16 @@ class Lane:
             self.opens += 1
             if self.trace:
                 self.meta_events.append((t, dt, f, "open"))
-            if self._texts is not None:  # the open's own reads (headers, indexes) apart from the sample's
-                self._texts.append(os.pread(self.io_fd, 512, 0))
-                self._opens.append(len(self._texts) - 1)
+            if cur is not None:
+                cur[2].append(len(cur[0]) - 1)
+                cur[0].append(os.pread(self.io_fd, 512, 0))
+                cur[1].append(k)
         return r
 
-    def switch_to(self, f: int) -> Any:
-        """File ``f``'s reader, for a lane moving on to ``f`` (with ``load=whole``, the file held before is
-        released)."""
-        r = self.reader_of(f)
+    def switch_to(self, f: int, k: int = -1) -> Any:
+        """File ``f``'s reader, for a lane moving on to ``f`` before sample ``k`` (with ``load=whole``, the file
+        held before is released)."""
+        r = self.reader_of(f, k)
         if self.whole:
             if self._held is not None and self._held is not r:
                 self._held.release()
@@ -71,49 +78,57 @@ class Lane:
 
     def read_range(self, k0: int, k1: int, ep: EpochArrays) -> int:
         """Read samples k0..k1-1 of the epoch's order; returns the bytes the reads returned."""
-        # the hot loops: locals only, bound methods, Python lists (no numpy scalars), one read call per sample;
-        # the lean one when nothing but latency (and the thread's I/O counters) is kept
+        # the hot loops: locals only, bound methods, Python lists (no numpy scalars), one read call per sample and
+        # two clock reads around it; the thread's I/O counters are read before and after the batch, not per sample
         perf = time.perf_counter_ns
-        buf, fo, lo, lat, start = self.buf, ep.fo, ep.lo, ep.lat, ep.start
+        buf, fo, lo, lat, start, size = self.buf, ep.fo, ep.lo, ep.lat, ep.start, ep.size
         nbytes = 0
         last_f, read = -1, None
+        cur = None
         if self.fs_layer:
             if self.io_fd < 0:
                 self.io_fd = os.open("/proc/thread-self/io", os.O_RDONLY)
-            snap: Any = functools.partial(os.pread, self.io_fd, 512, 0)
-            self._texts, self._opens = [snap()], []
-            self.snaps.append((k0, self._texts, self._opens))
-            keep = self._texts.append
-        else:
-            snap, keep = bytes, id
-        if not start:
+            self._cur = cur = ([os.pread(self.io_fd, 512, 0)], [k0], [])
+            self.snaps.append(cur)
+        if not start and not size:  # the lean one: nothing but latency kept
             for k in range(k0, k1):
                 f = fo[k]
                 if f != last_f:
-                    last_f, read = f, self.switch_to(f).read
+                    last_f, read = f, self.switch_to(f, k).read
                 t = perf()
                 nbytes += read(lo[k], buf)
                 lat[k] = perf() - t
-                keep(snap())
-            return nbytes
-        size = ep.size
-        for k in range(k0, k1):
-            f = fo[k]
-            if f != last_f:
-                last_f, read = f, self.switch_to(f).read
-            t = perf()
-            n = read(lo[k], buf)
-            lat[k] = perf() - t
-            keep(snap())
-            start[k] = t
-            nbytes += n
-            if size:
+        elif not start:  # and each read's size (the file-system layer's size bins come from it)
+            for k in range(k0, k1):
+                f = fo[k]
+                if f != last_f:
+                    last_f, read = f, self.switch_to(f, k).read
+                t = perf()
+                n = read(lo[k], buf)
+                lat[k] = perf() - t
                 size[k] = n
+                nbytes += n
+        else:
+            for k in range(k0, k1):
+                f = fo[k]
+                if f != last_f:
+                    last_f, read = f, self.switch_to(f, k).read
+                t = perf()
+                n = read(lo[k], buf)
+                lat[k] = perf() - t
+                start[k] = t
+                nbytes += n
+                if size:
+                    size[k] = n
+        if cur is not None:
+            cur[0].append(os.pread(self.io_fd, 512, 0))
+            cur[1].append(k1)
+            self._cur = None
         return nbytes
 
-    def take_snaps(self) -> list[tuple[int, list[bytes], list[int]]]:
+    def take_snaps(self) -> list[tuple[list[bytes], list[int], list[int]]]:
         """The counter texts of the epoch so far, handed over and forgotten."""
-        out, self.snaps, self._texts = self.snaps, [], None
+        out, self.snaps, self._cur = self.snaps, [], None
         return out
 
     def record_offsets(self, ep: EpochArrays) -> None:
@@ -139,9 +154,11 @@ class Lane:
 
 class EpochArrays:
     """Per-sample arrays of one epoch on one rank: file and local index of each read, latency (ns); start time
-    (perf_counter ns) when reads overlap (reader threads) or are logged; bytes and file offset when logged."""
+    (perf_counter ns) when reads overlap (reader threads) or are logged; the bytes each read returned when logged
+    or when the file-system layer bins them; file offset when logged."""
 
-    def __init__(self, plan: DatasetPlan, ids: np.ndarray, trace: bool, starts_needed: bool = False) -> None:
+    def __init__(self, plan: DatasetPlan, ids: np.ndarray, trace: bool, starts_needed: bool = False,
+                 sizes_needed: bool = False) -> None:
         starts = plan.file_starts
         file_of = np.searchsorted(starts, ids, side="right") - 1
         self.ids = ids
@@ -149,7 +166,7 @@ class EpochArrays:
         n = len(ids)
         self.lat = [0] * n  # read latencies, ns (a list: cheaper to fill from the hot loop than an ndarray)
         self.start = [0] * n if (trace or starts_needed) else []
-        self.size = [0] * n if trace else []
+        self.size = [0] * n if (trace or sizes_needed) else []
         self.offset = [-2] * n if trace else []  # -2: not asked yet
 
 

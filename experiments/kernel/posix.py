@@ -8,12 +8,20 @@ readers. Nothing is routed through Python, so each format keeps its normal I/O p
 - Per rank and epoch, :class:`IOCounter` on ``/proc/self/io`` read just before the first sample and just after
   the last file is closed gives the epoch's read calls and bytes. Reading the counter is itself one read call that
   returns ``len(text)`` bytes; those are subtracted exactly (the text read is kept).
-- Per sample, a counter on ``/proc/thread-self/io`` of the reading thread, read before and after the sample, gives
-  the calls and bytes of that one sample (its file's open included). One call of ``b`` bytes goes into its Darshan
-  ``POSIX_SIZE_READ_*`` bin exactly; a sample that issued ``c > 1`` calls puts them all into the bin of their mean
-  size (:attr:`SizeHistogram.approx` counts them). The sample's latency is the read time of the samples that reached
-  the file system (an upper bound of Darshan's ``POSIX_F_READ_TIME``: it includes the library's work around the
-  calls). With ``reader=tf`` there is no per-sample view: counts and bytes only.
+- Per batch, a counter on ``/proc/thread-self/io`` of the reading thread, read before the batch's first sample,
+  around each file the batch opens and after its last sample, gives the calls and bytes of the batch's samples
+  (apart from its opens'). Reading it costs about 4 µs, more than a page-cache read of 4 KiB, so it is never read
+  per sample. Where the batch's samples made exactly one read call each (the calls equal the samples and the bytes
+  equal what the reads returned, as the application layer counted them), each call goes into the Darshan
+  ``POSIX_SIZE_READ_*`` bin of its sample's size, from the application layer (:attr:`SizeHistogram.from_app`
+  counts them). Where the two layers disagree (a library reading more or less than it returns: HDF5's sieve
+  buffer, a whole-file load, zip headers), the batch's ``c`` calls all go into the bin of their mean size, and
+  :attr:`SizeHistogram.approx` counts them when ``c > 1`` (one call's size is its bytes). An open's own reads are
+  binned the same way. The time is that of the batches whose reads reached the file system (an upper bound of
+  Darshan's ``POSIX_F_READ_TIME``: it includes the library's work around the calls and, in a batch where the
+  layers disagree, the samples served from the library's buffers). With ``reader=tf`` there is no per-sample
+  view: counts and bytes only. (Results before this change read the counter around every sample:
+  ``posix_size_from_app`` absent.)
 
 What it cannot see: reads through a memory mapping (page faults), io_uring and AIO, reads done by another process
 (a helper daemon, a FUSE server), and which file a call read (every read call of the process in the epoch counts; the
@@ -26,7 +34,15 @@ import os
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 from ddlio.metrics import SIZE_BINS, RankEpoch, size_bin
+
+#: one batch of a lane (:meth:`experiments.kernel.lanes.Lane.read_range`): its thread's counter texts in order,
+#: the epoch's sample index the lane was at when each was taken, and the intervals (``j``: between text ``j`` and
+#: ``j + 1``) that are a file's open; every other interval ``j`` holds samples ``at[j]`` .. ``at[j + 1] - 1``
+BatchSnaps = tuple[list[bytes], list[int], list[int]]
+_TOPS = np.array([top for _, top in SIZE_BINS])
 
 _FIELD = re.compile(rb"(syscr|rchar|read_bytes): (\d+)")
 
@@ -77,20 +93,23 @@ def available() -> bool:
 
 @dataclass
 class SizeHistogram:
-    """Read calls per Darshan size bin; ``approx``: how many were binned by their sample's mean call size."""
+    """Read calls per Darshan size bin; ``approx``: how many were binned by the mean size of several calls;
+    ``from_app``: how many were binned by their sample's size from the application layer (the layers agreed)."""
 
     counts: list[int]
     approx: int = 0
     calls: int = 0
     bytes: int = 0
     time_ns: int = 0
+    from_app: int = 0
 
     @classmethod
     def empty(cls) -> SizeHistogram:
         return cls([0] * len(SIZE_BINS))
 
     def add_sample(self, calls: int, nbytes: int, lat_ns: int) -> None:
-        """One sample's read calls (``calls``, returning ``nbytes`` in all) and its read latency (ns)."""
+        """``calls`` read calls returning ``nbytes`` in all, of unknown sizes each (binned by their mean), and the
+        time (ns) they took."""
         if calls <= 0:
             return
         self.counts[size_bin(nbytes / calls)] += calls
@@ -99,6 +118,20 @@ class SizeHistogram:
         self.calls += calls
         self.bytes += nbytes
         self.time_ns += lat_ns
+
+    def add_batch(self, calls: int, nbytes: int, sizes: list[int], lats: list[int]) -> None:
+        """A batch's samples (or the part of it between two opens): ``calls`` read calls returning ``nbytes``,
+        for samples whose reads returned ``sizes`` (bytes) in ``lats`` (ns). One call per sample of its size when
+        the layers agree (the calls are the samples, the bytes what they returned); else by the mean."""
+        if calls > 0 and calls == len(sizes) and nbytes == sum(sizes):
+            for k in np.searchsorted(_TOPS, np.asarray(sizes, dtype=np.float64), side="left").tolist():
+                self.counts[k] += 1
+            self.from_app += calls
+            self.calls += calls
+            self.bytes += nbytes
+            self.time_ns += sum(lats)
+        else:
+            self.add_sample(calls, nbytes, sum(lats) if calls > 0 else 0)
 
 
 def sample_deltas(snaps: list[bytes]) -> list[tuple[int, int]]:
@@ -109,31 +142,31 @@ def sample_deltas(snaps: list[bytes]) -> list[tuple[int, int]]:
             for (c0, b0), (c1, b1), s0 in zip(vals, vals[1:], snaps, strict=False)]
 
 
-def epoch_layer(m: RankEpoch, io0: bytes, io1: bytes, snaps: list[tuple[int, list[bytes], list[int]]],
-                lat: list[int], per_sample: bool) -> None:
+def epoch_layer(m: RankEpoch, io0: bytes, io1: bytes, snaps: list[BatchSnaps], lat: list[int], size: list[int],
+                per_sample: bool) -> None:
     """Fill ``m``'s file-system layer: the epoch's read calls (the process's counters ``io0``/``io1``, less every
-    counter read of the epoch) and, where each sample was bracketed by its thread's counters (``snaps``, from the
-    lanes), their size histogram and time (``lat``: each sample's latency, ns)."""
+    counter read of the epoch) and, where each batch was bracketed by its thread's counters (``snaps``, from the
+    lanes), their size histogram and time (``lat``: each sample's latency, ns; ``size``: the bytes each sample's
+    read returned)."""
     if not io0:
         return
     c0, b0, r0 = parse_all(io0)
     c1, b1, r1 = parse_all(io1)
     m.os_read_bytes = r1 - r0
-    own_calls = 1 + sum(len(texts) for _, texts, _ in snaps)
-    own_bytes = len(io0) + sum(len(t) for _, texts, _ in snaps for t in texts)
+    own_calls = 1 + sum(len(texts) for texts, _, _ in snaps)
+    own_bytes = len(io0) + sum(len(t) for texts, _, _ in snaps for t in texts)
     m.posix_reads = c1 - c0 - own_calls
     m.posix_bytes_read = b1 - b0 - own_bytes
     if not per_sample:
         return
     h = SizeHistogram.empty()
-    for k0, texts, opens in snaps:
-        k = k0
+    for texts, at, opens in snaps:
         for j, (calls, nbytes) in enumerate(sample_deltas(texts)):
-            if j + 1 in opens:  # a file's open: its reads count, its time is metadata time
+            if j in opens:  # a file's open: its reads count, its time is metadata time
                 h.add_sample(calls, nbytes, 0)
             else:
-                h.add_sample(calls, nbytes, lat[k])
-                k += 1
+                h.add_batch(calls, nbytes, size[at[j]:at[j + 1]], lat[at[j]:at[j + 1]])
     m.posix_size_hist = h.counts
     m.posix_size_approx = h.approx
+    m.posix_size_from_app = h.from_app
     m.posix_read_time_s = h.time_ns / 1e9
