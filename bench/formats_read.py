@@ -8,8 +8,16 @@ mincore) and warm (after an untimed pass). The reference pass is the same loop w
 The median of ``--repeat`` passes is reported as samples/s, MiB/s of the bytes the reads returned, and the ratio of
 the format's samples/s to the reference's, measured in the same run.
 
+A second table puts a price on the kernel's file-system counters: each format read through the kernel's own lane
+(:class:`experiments.kernel.lanes.Lane`, batches of ``--batch`` samples, latency per read), once with the counters
+as the kernel reads them (``/proc/self/io`` around the pass, the thread's ``/proc/thread-self/io`` around every
+batch and open) and once without any, alternating; ``ratio`` = samples/s with counters / without. ``from app`` is
+the share of the pass's read calls binned by their sample's size (the layers agreed), ``approx`` those binned by
+a mean size.
+
     python bench/formats_read.py                       # 512 x 64KiB and 4096 x 4KiB, every format
     python bench/formats_read.py --workloads 256x1MiB --formats bin,hdf5 --order random --repeat 5
+    python bench/formats_read.py --workloads 16384x4KiB --formats bin,hdf5 --counters-only --repeat 7
 """
 
 from __future__ import annotations
@@ -26,9 +34,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ddlio.metrics import RankEpoch
 from ddlio.units import format_size, parse_size
 from experiments.formats import FORMATS, FilePayload, get_format
+from experiments.kernel import posix
 from experiments.kernel.cache import evict, residency
+from experiments.kernel.lanes import EpochArrays, Lane
 
 #: extra rows: formats whose options change the work per read
 VARIANTS = {"jpeg+decode": ("jpeg", {"decode": True}), "png+decode": ("png", {"decode": True})}
@@ -84,6 +95,98 @@ def raw_reader(path: Path, offsets: np.ndarray, order: np.ndarray, buf: np.ndarr
         return n
 
     return read_all
+
+
+class _OneFile:
+    """The one thing :class:`EpochArrays` asks of a dataset plan: where each file's samples start (one file)."""
+
+    def __init__(self, count: int) -> None:
+        self.file_starts = np.array([0, count], dtype=np.int64)
+
+
+def lane_reader(fmt_name: str, options: dict, path: Path, order: np.ndarray, buf_bytes: int, batch: int,
+                counters: bool, layers: list[tuple]) -> Callable[[], int]:
+    """One pass through the kernel's lane, in batches, as the kernel's epoch reads them; with ``counters``, the
+    process's I/O counters around it and the thread's around every batch (as :mod:`experiments.kernel.posix`
+    reads them), their texts appended to ``layers`` for :func:`fs_layer` (after the timing, as the kernel fills
+    its file-system layer after the epoch)."""
+    fmt = get_format(fmt_name, **options)
+    plan, ids = _OneFile(len(order)), np.asarray(order, dtype=np.int64)
+
+    def read_all() -> int:
+        lane = Lane(fmt, [str(path)], buf_bytes, trace=False, fs_layer=counters)
+        ep = EpochArrays(plan, ids, False, sizes_needed=counters)  # type: ignore[arg-type]
+        n, count = 0, len(ids)
+        proc = posix.IOCounter() if counters else None
+        io0 = proc.snap() if proc else b""
+        for k0 in range(0, count, batch):
+            n += lane.read_range(k0, min(k0 + batch, count), ep)
+        lane.close_all()
+        if proc is not None:
+            io1 = proc.snap()
+            proc.close()
+            layers.append((io0, io1, [lane.take_snaps()], ep))
+        if lane.io_fd >= 0:
+            os.close(lane.io_fd)
+        return n
+
+    return read_all
+
+
+def fs_layer(texts: tuple) -> RankEpoch:
+    """The file-system layer of one pass from its counter texts (as the kernel fills it after an epoch)."""
+    io0, io1, snaps, ep = texts
+    m = RankEpoch(0, "", 0)
+    posix.epoch_layer(m, io0, io1, snaps, ep.lat, ep.size, per_sample=True)
+    return m
+
+
+def bench_counters(root: Path, count: int, size: int, names: list[str], args: argparse.Namespace) -> list[dict]:
+    """Per format and cache state: the kernel lane's samples/s with its counters and without (same run, passes
+    alternating), and how the counted read calls were binned."""
+    payload = FilePayload(args.seed, 0, np.full(count, size, dtype=np.int64), args.payload)
+    order = np.random.default_rng(args.seed).permutation(count) if args.order == "random" else np.arange(count)
+    rows = []
+    for name in names:
+        fmt_name, options = VARIANTS.get(name, (name, {}))
+        fmt = get_format(fmt_name, **options)
+        path = root / f"{fmt_name}{fmt.suffix}"
+        if not path.exists():
+            fmt.write(path, payload)
+        files = [path, *fmt.sidecars(path)]
+        with get_format(fmt_name).open(path) as r:
+            biggest = max(r.record_bytes(i) for i in range(r.num_samples))
+        layers: list[tuple] = []
+        with_c = lane_reader(fmt_name, options, path, order, biggest, args.batch, True, layers)
+        without = lane_reader(fmt_name, options, path, order, biggest, args.batch, False, layers)
+        for cache in ("cold", "warm"):
+            on: list[float] = []
+            off: list[float] = []
+            for _ in range(args.repeat):
+                for fn, out in ((with_c, on), (without, off)):
+                    if cache == "warm":
+                        fn()
+                    out.append(one_pass(fn, files, cache == "cold")[0])
+            last = fs_layer(layers[-1])
+            layers.clear()
+            calls = last.posix_reads or 0
+            rows.append({"workload": f"{count} x {format_size(size)}", "cache": cache, "format": name,
+                         "with_s": count / statistics.median(on), "without_s": count / statistics.median(off),
+                         "calls": calls, "from_app": (last.posix_size_from_app or 0) / calls if calls else 0.0,
+                         "approx": (last.posix_size_approx or 0) / calls if calls else 0.0})
+    return rows
+
+
+def print_counters(rows: list[dict]) -> None:
+    head = (f"{'workload':>14} {'cache':>5} {'format':>18} {'with counters':>14} {'without':>11} {'ratio':>6} "
+            f"{'calls':>7} {'from app':>8} {'approx':>7}")
+    print("# the kernel lane's samples/s with its file-system counters and without them, same run")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(f"{r['workload']:>14} {r['cache']:>5} {r['format']:>18} {r['with_s']:>14.0f} {r['without_s']:>11.0f} "
+              f"{r['with_s'] / r['without_s']:>6.3f} {r['calls']:>7} {r['from_app']:>8.0%} {r['approx']:>7.0%}")
+    print()
 
 
 def bench_workload(root: Path, count: int, size: int, names: list[str], args: argparse.Namespace) -> list[dict]:
@@ -169,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3, help="timed passes per case; the median is reported")
     p.add_argument("--payload", default="random", help="random | zeros | a compressibility ratio (default random)")
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--batch", type=int, default=32, help="samples per batch of the kernel lane (default 32)")
+    p.add_argument("--counters-only", action="store_true", help="only the table of the counters' cost")
+    p.add_argument("--no-counters", action="store_true", help="leave out the table of the counters' cost")
     p.add_argument("--dir", default=None, help="where to write the files (default: a temporary directory here)")
     args = p.parse_args(argv)
     names = [n.strip() for n in args.formats.split(",") if n.strip()]
@@ -183,17 +289,25 @@ def main(argv: list[str] | None = None) -> int:
     print("# read/sample = bytes a read returned / payload bytes (framing, encoded size); resident = page-cache "
           "residency before the pass;")
     print("# from dev = bytes fetched from storage (/proc/self/io, readahead included) / bytes the reads returned\n")
-    rows = []
+    if args.batch < 1 or (args.counters_only and args.no_counters):
+        p.error("--batch must be >= 1, and --counters-only and --no-counters exclude each other")
+    rows, counter_rows = [], []
     try:
         for wl in args.workloads.split(","):
             count, size = wl.lower().split("x", 1)
             root = base / wl
             root.mkdir(exist_ok=True)
-            rows += bench_workload(root, int(count), parse_size(size), names, args)
+            if not args.counters_only:
+                rows += bench_workload(root, int(count), parse_size(size), names, args)
+            if not args.no_counters and posix.available():
+                counter_rows += bench_counters(root, int(count), parse_size(size), names, args)
     finally:
         if args.dir is None:
             shutil.rmtree(base, ignore_errors=True)
-    print_rows(rows)
+    if rows:
+        print_rows(rows)
+    if counter_rows:
+        print_counters(counter_rows)
     return 0
 
 

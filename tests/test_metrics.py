@@ -1,4 +1,5 @@
 import math
+import os
 
 import numpy as np
 import pytest
@@ -97,3 +98,79 @@ def test_the_file_system_layer_aggregates_as_darshan_does():
     assert (run["posix_reads"], run["posix_bytes_read"], run["posix_read_time_s"]) == (12, 12000, 1.25)
     unseen = aggregate([RankEpoch(0, "n", 0, bytes_read=10, hist=[0] * NUM_BUCKETS)])
     assert unseen["posix_reads"] is None and unseen["amplification"] is None
+
+
+def test_a_batch_is_binned_from_the_application_layer_only_where_the_layers_agree():
+    from experiments.kernel import posix
+
+    h = posix.SizeHistogram.empty()
+    h.add_batch(3, 50 + 4096 + 2**20, [50, 4096, 2**20], [1, 2, 3])  # one call per sample of its size
+    assert h.counts[:5] == [1, 0, 1, 0, 1] and (h.from_app, h.approx, h.calls, h.time_ns) == (3, 0, 3, 6)
+    h.add_batch(2, 2 * 65536, [16384] * 4, [5] * 4)  # a sieve buffer: fewer, larger calls than samples
+    assert h.counts[3] == 2 and (h.from_app, h.approx, h.calls, h.time_ns) == (3, 2, 5, 26)
+    h.add_batch(4, 4 * 16384 + 100, [16384] * 4, [1] * 4)  # as many calls, more bytes: not the samples' sizes
+    assert (h.from_app, h.approx) == (3, 6)
+    h.add_batch(0, 0, [0, 0], [7, 7])  # served from memory (load=whole): no call, no file-system time
+    assert (h.calls, h.time_ns) == (9, 30)
+
+
+def _bin_file(tmp_path, count, size):
+    from experiments.formats import FilePayload, get_format
+
+    fmt = get_format("bin")
+    path = tmp_path / f"d{fmt.suffix}"
+    fmt.write(path, FilePayload(1, 0, np.full(count, size, dtype=np.int64), "random"))
+    return fmt, path
+
+
+def test_a_lane_reads_its_thread_counters_once_per_batch_and_around_opens(tmp_path):
+    from experiments.kernel import posix
+    from experiments.kernel.lanes import EpochArrays, Lane
+
+    if not posix.available():
+        pytest.skip("no /proc I/O accounting here")
+    fmt, path = _bin_file(tmp_path, 100, 16384)
+
+    class OneFile:
+        file_starts = np.array([0, 100])
+
+    ids = np.random.default_rng(0).permutation(100)
+    lane = Lane(fmt, [str(path)], 16384, trace=False, fs_layer=True)
+    ep = EpochArrays(OneFile(), ids, False, sizes_needed=True)
+    proc = posix.IOCounter()
+    io0 = proc.snap()
+    got = sum(lane.read_range(k, min(k + 32, 100), ep) for k in range(0, 100, 32))
+    lane.close_all()
+    io1 = proc.snap()
+    snaps = lane.take_snaps()
+    texts, spans = snaps
+    # the first text, one per batch (4), and one after the file's open (at the first batch's start: no text before)
+    assert len(texts) == 1 + 4 + 1 and spans[0] == (-1, -1) and spans[1:] == [(0, 32), (32, 64), (64, 96),
+                                                                               (96, 100)]
+    m = RankEpoch(0, "n", 0)
+    posix.epoch_layer(m, io0, io1, [snaps], ep.lat, ep.size, per_sample=True)
+    assert got == 100 * 16384 and ep.size == [16384] * 100
+    assert m.posix_size_from_app == 100 and m.posix_size_hist[3] == 100  # every sample: one 16 KiB call
+    assert m.posix_reads == sum(m.posix_size_hist) and m.posix_bytes_read >= got  # and the index read at the open
+    assert m.posix_read_time_s == pytest.approx(sum(ep.lat) / 1e9)
+    os.close(lane.io_fd)
+
+
+def test_the_progress_watch_counts_returned_reads_over_its_window():
+    from types import SimpleNamespace
+
+    from experiments.kernel.guards import ProgressWatch
+
+    w = ProgressWatch(SimpleNamespace(rank=0), 60, [], tick_s=60)
+    ep = SimpleNamespace(lat=[0] * 100)
+    w.start_epoch(0, ep, [], window=8)
+    assert w.returned(ep) == 0
+    ep.lat[:10] = [5] * 10
+    ep.lat[12] = 5  # a read ahead of one still in flight (reader threads)
+    assert w.returned(ep) == 11 and w._first == (ep, 10)
+    ep.lat[10:12] = [5, 5]
+    ep.lat[13:] = [5] * 87
+    assert w.returned(ep) == 100
+    other = SimpleNamespace(lat=[5, 0, 0])  # a new epoch's arrays start from their own first read
+    assert w.returned(other) == 1
+    w.stop()

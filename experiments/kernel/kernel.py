@@ -183,7 +183,7 @@ class Kernel:
         m.wall_time_s = (perf() - t_epoch) / 1e9
         io1 = self.proc_io.snap() if self.proc_io else b""
         self._application_layer(m, nbytes, wait_ns, ids, ep, tf_out)
-        snaps = [s for lane in self.lanes for s in lane.take_snaps()]
+        snaps = [lane.take_snaps() for lane in self.lanes]
         posix.epoch_layer(m, io0, io1, snaps, ep.lat, ep.size, per_sample=tf_out is None)
         if self.torch is not None and tf_out is not None and self.fs_layer:  # summed over the reading processes
             m.posix_reads, m.posix_bytes_read = tf_out["posix_reads"], tf_out["posix_bytes"]

@@ -18,8 +18,8 @@ from experiments.dataset import DatasetPlan
 class Lane:
     """One reading context — the training loop itself, or one reader thread: its own open files and its own
     preallocated buffer, reused for every read. With the file-system layer on, the lane reads its thread's I/O
-    counters (/proc/thread-self/io) before and after every batch it reads and around every file it opens, never
-    per sample (see :mod:`experiments.kernel.posix`)."""
+    counters (/proc/thread-self/io) once per batch (at its end, which is the next batch's start) and around every
+    file it opens, never per sample (see :mod:`experiments.kernel.posix`)."""
 
     def __init__(self, fmt: Any, paths: list[str], buf_bytes: int, trace: bool, fs_layer: bool = False) -> None:
         self.fmt, self.paths = fmt, paths
@@ -34,21 +34,22 @@ class Lane:
         self.meta_events: list[tuple[int, int, int, str]] = []  # (start ns, duration ns, file, op)
         self.fs_layer = fs_layer
         self.io_fd = -1  # this lane's thread's /proc/thread-self/io, opened by the thread on its first read
-        #: per read_range call, a :data:`~experiments.kernel.posix.BatchSnaps`: the counter texts taken in it
-        #: (before its first sample, around each open, after its last sample), the sample index at each text,
-        #: and which intervals between consecutive texts are a file's open
-        self.snaps: list[tuple[list[bytes], list[int], list[int]]] = []
-        self._cur: tuple[list[bytes], list[int], list[int]] | None = None
+        #: this epoch's :data:`~experiments.kernel.posix.LaneSnaps`: the thread's counter texts in order (one at each
+        #: batch's end, doubling as the next batch's start, and around each open) and what each interval between
+        #: two consecutive texts holds (samples ka..kb-1, or ``(-1, -1)``: a file's open)
+        self.texts: list[bytes] = []
+        self.spans: list[tuple[int, int]] = []
+        self._ka = -1  # in a batch with the counters on: the first sample since the last counter text; else -1
 
     def reader_of(self, f: int, k: int = -1) -> Any:
         """The open reader of file ``f``, opening it (a timed metadata op) on first use; ``k``: the epoch's sample
         the lane reads next (where the open falls among the batch's counter texts)."""
         r = self.readers.get(f)
         if r is None:
-            cur = self._cur
-            if cur is not None and cur[1][-1] != k:  # the open's own reads (headers, indexes) apart from samples'
-                cur[0].append(os.pread(self.io_fd, 512, 0))
-                cur[1].append(k)
+            ka = self._ka
+            if ka >= 0 and ka != k:  # the open's own reads (headers, indexes) apart from the samples'
+                self.texts.append(os.pread(self.io_fd, 512, 0))
+                self.spans.append((ka, k))
             t = time.perf_counter_ns()
             r = self.readers[f] = self.fmt.open(self.paths[f])
             dt = time.perf_counter_ns() - t
@@ -56,10 +57,10 @@ class Lane:
             self.opens += 1
             if self.trace:
                 self.meta_events.append((t, dt, f, "open"))
-            if cur is not None:
-                cur[2].append(len(cur[0]) - 1)
-                cur[0].append(os.pread(self.io_fd, 512, 0))
-                cur[1].append(k)
+            if ka >= 0:
+                self.texts.append(os.pread(self.io_fd, 512, 0))
+                self.spans.append((-1, -1))
+                self._ka = k
         return r
 
     def switch_to(self, f: int, k: int = -1) -> Any:
@@ -84,12 +85,12 @@ class Lane:
         buf, fo, lo, lat, start, size = self.buf, ep.fo, ep.lo, ep.lat, ep.start, ep.size
         nbytes = 0
         last_f, read = -1, None
-        cur = None
         if self.fs_layer:
             if self.io_fd < 0:
                 self.io_fd = os.open("/proc/thread-self/io", os.O_RDONLY)
-            self._cur = cur = ([os.pread(self.io_fd, 512, 0)], [k0], [])
-            self.snaps.append(cur)
+            if not self.texts:  # the lane's first batch of the epoch; after it, the last batch's end text
+                self.texts.append(os.pread(self.io_fd, 512, 0))
+            self._ka = k0
         if not start and not size:  # the lean one: nothing but latency kept
             for k in range(k0, k1):
                 f = fo[k]
@@ -120,15 +121,16 @@ class Lane:
                 nbytes += n
                 if size:
                     size[k] = n
-        if cur is not None:
-            cur[0].append(os.pread(self.io_fd, 512, 0))
-            cur[1].append(k1)
-            self._cur = None
+        if self._ka >= 0:
+            self.texts.append(os.pread(self.io_fd, 512, 0))
+            self.spans.append((self._ka, k1))
+            self._ka = -1
         return nbytes
 
-    def take_snaps(self) -> list[tuple[list[bytes], list[int], list[int]]]:
-        """The counter texts of the epoch so far, handed over and forgotten."""
-        out, self.snaps, self._cur = self.snaps, [], None
+    def take_snaps(self) -> tuple[list[bytes], list[tuple[int, int]]]:
+        """The counter texts of the epoch so far and their intervals, handed over and forgotten."""
+        out = (self.texts, self.spans)
+        self.texts, self.spans, self._ka = [], [], -1
         return out
 
     def record_offsets(self, ep: EpochArrays) -> None:

@@ -8,19 +8,21 @@ readers. Nothing is routed through Python, so each format keeps its normal I/O p
 - Per rank and epoch, :class:`IOCounter` on ``/proc/self/io`` read just before the first sample and just after
   the last file is closed gives the epoch's read calls and bytes. Reading the counter is itself one read call that
   returns ``len(text)`` bytes; those are subtracted exactly (the text read is kept).
-- Per batch, a counter on ``/proc/thread-self/io`` of the reading thread, read before the batch's first sample,
-  around each file the batch opens and after its last sample, gives the calls and bytes of the batch's samples
-  (apart from its opens'). Reading it costs about 4 µs, more than a page-cache read of 4 KiB, so it is never read
-  per sample. Where the batch's samples made exactly one read call each (the calls equal the samples and the bytes
-  equal what the reads returned, as the application layer counted them), each call goes into the Darshan
-  ``POSIX_SIZE_READ_*`` bin of its sample's size, from the application layer (:attr:`SizeHistogram.from_app`
-  counts them). Where the two layers disagree (a library reading more or less than it returns: HDF5's sieve
-  buffer, a whole-file load, zip headers), the batch's ``c`` calls all go into the bin of their mean size, and
-  :attr:`SizeHistogram.approx` counts them when ``c > 1`` (one call's size is its bytes). An open's own reads are
-  binned the same way. The time is that of the batches whose reads reached the file system (an upper bound of
-  Darshan's ``POSIX_F_READ_TIME``: it includes the library's work around the calls and, in a batch where the
-  layers disagree, the samples served from the library's buffers). With ``reader=tf`` there is no per-sample
-  view: counts and bytes only. (Results before this change read the counter around every sample:
+- Per batch, a counter on ``/proc/thread-self/io`` of the reading thread, read after the batch's last sample (the
+  text taken there starts the lane's next batch; the lane's first batch of an epoch reads it before its first
+  sample too) and around each file the batch opens, gives the calls and bytes of the batch's samples (apart from
+  its opens'; what the thread read between two batches counts with the second: nothing, in the kernel). Reading
+  it costs about 4 µs, more than a page-cache read of 4 KiB, so it is never read per sample. Where the batch's
+  samples made exactly one read call each (the calls equal the samples and the bytes equal what the reads
+  returned, as the application layer counted them), each call goes into the Darshan ``POSIX_SIZE_READ_*`` bin of
+  its sample's size, from the application layer (:attr:`SizeHistogram.from_app` counts them). Where the two
+  layers disagree (a library reading more or less than it returns: HDF5's sieve buffer, a whole-file load, zip
+  headers), the batch's ``c`` calls all go into the bin of their mean size, and :attr:`SizeHistogram.approx`
+  counts them when ``c > 1`` (one call's size is its bytes). An open's own reads are binned the same way. The
+  time is that of the batches whose reads reached the file system (an upper bound of Darshan's
+  ``POSIX_F_READ_TIME``: it includes the library's work around the calls and, in a batch where the layers
+  disagree, the samples served from the library's buffers). With ``reader=tf`` there is no per-sample view:
+  counts and bytes only. (Results before this change read the counter around every sample:
   ``posix_size_from_app`` absent.)
 
 What it cannot see: reads through a memory mapping (page faults), io_uring and AIO, reads done by another process
@@ -38,10 +40,10 @@ import numpy as np
 
 from ddlio.metrics import SIZE_BINS, RankEpoch, size_bin
 
-#: one batch of a lane (:meth:`experiments.kernel.lanes.Lane.read_range`): its thread's counter texts in order,
-#: the epoch's sample index the lane was at when each was taken, and the intervals (``j``: between text ``j`` and
-#: ``j + 1``) that are a file's open; every other interval ``j`` holds samples ``at[j]`` .. ``at[j + 1] - 1``
-BatchSnaps = tuple[list[bytes], list[int], list[int]]
+#: one lane's epoch (:meth:`experiments.kernel.lanes.Lane.take_snaps`): its thread's counter texts in order, and
+#: per interval ``j`` (between text ``j`` and ``j + 1``) the samples ``(ka, kb)`` it read, ka..kb-1, or ``(-1, -1)``
+#: where the interval is a file's open
+LaneSnaps = tuple[list[bytes], list[tuple[int, int]]]
 _TOPS = np.array([top for _, top in SIZE_BINS])
 
 _FIELD = re.compile(rb"(syscr|rchar|read_bytes): (\d+)")
@@ -142,30 +144,30 @@ def sample_deltas(snaps: list[bytes]) -> list[tuple[int, int]]:
             for (c0, b0), (c1, b1), s0 in zip(vals, vals[1:], snaps, strict=False)]
 
 
-def epoch_layer(m: RankEpoch, io0: bytes, io1: bytes, snaps: list[BatchSnaps], lat: list[int], size: list[int],
+def epoch_layer(m: RankEpoch, io0: bytes, io1: bytes, snaps: list[LaneSnaps], lat: list[int], size: list[int],
                 per_sample: bool) -> None:
     """Fill ``m``'s file-system layer: the epoch's read calls (the process's counters ``io0``/``io1``, less every
-    counter read of the epoch) and, where each batch was bracketed by its thread's counters (``snaps``, from the
-    lanes), their size histogram and time (``lat``: each sample's latency, ns; ``size``: the bytes each sample's
+    counter read of the epoch) and, where each batch was bracketed by its thread's counters (``snaps``, one per
+    lane), their size histogram and time (``lat``: each sample's latency, ns; ``size``: the bytes each sample's
     read returned)."""
     if not io0:
         return
     c0, b0, r0 = parse_all(io0)
     c1, b1, r1 = parse_all(io1)
     m.os_read_bytes = r1 - r0
-    own_calls = 1 + sum(len(texts) for texts, _, _ in snaps)
-    own_bytes = len(io0) + sum(len(t) for texts, _, _ in snaps for t in texts)
+    own_calls = 1 + sum(len(texts) for texts, _ in snaps)
+    own_bytes = len(io0) + sum(len(t) for texts, _ in snaps for t in texts)
     m.posix_reads = c1 - c0 - own_calls
     m.posix_bytes_read = b1 - b0 - own_bytes
     if not per_sample:
         return
     h = SizeHistogram.empty()
-    for texts, at, opens in snaps:
-        for j, (calls, nbytes) in enumerate(sample_deltas(texts)):
-            if j in opens:  # a file's open: its reads count, its time is metadata time
+    for texts, spans in snaps:
+        for (calls, nbytes), (ka, kb) in zip(sample_deltas(texts), spans, strict=True):
+            if ka < 0:  # a file's open: its reads count, its time is metadata time
                 h.add_sample(calls, nbytes, 0)
             else:
-                h.add_batch(calls, nbytes, size[at[j]:at[j + 1]], lat[at[j]:at[j + 1]])
+                h.add_batch(calls, nbytes, size[ka:kb], lat[ka:kb])
     m.posix_size_hist = h.counts
     m.posix_size_approx = h.approx
     m.posix_size_from_app = h.from_app
