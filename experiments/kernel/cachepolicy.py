@@ -23,7 +23,8 @@ COLD_TOLERANCE = 0.01
 
 def prepare_cache(policy: str, epoch: int, files: list[Path], leader: bool,
                    flush: tuple[Path, int] | None = None) -> dict[str, Any] | None:
-    """On a node leader: measure residency, evict (cold) or warm once (warm), measure again. ``storage_cold``
+    """On a node leader: measure residency, evict (cold) or warm once (warm: before epoch 0, only when some page
+    is not resident yet, so a just-generated dataset is not read an extra time), measure again. ``storage_cold``
     first reads the flush file ``(path, bytes)`` through, untimed, to push the dataset out of the caches below
     the client, then evicts as ``cold`` does."""
     if not leader:
@@ -45,7 +46,7 @@ def prepare_cache(policy: str, epoch: int, files: list[Path], leader: bool,
         except OSError as e:
             return {"before": before, "after": float("nan"), "error": f"eviction failed: {e}", **flushed, **client}
         return {"before": before, "after": pagecache.residency(files), **flushed, **client}
-    elif epoch == 0:
+    elif epoch == 0 and not before >= 1.0:  # already all resident (e.g. just generated): no pass to add
         pagecache.warm(files)
     return {"before": before, "after": pagecache.residency(files), **flushed}
 
