@@ -39,6 +39,8 @@ class DdlioLauncher(Launcher):
         self.tried: set[str] = set()
         #: a point of this run has an objective (else the last batch of a search ends the run: nothing to compare)
         self.completed_any = False
+        #: composes each point from a cached composition of its group choices (compose.py)
+        self.composer: Any = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
@@ -52,7 +54,11 @@ class DdlioLauncher(Launcher):
 
     def _compose(self, overrides: Sequence[str], idx: int) -> DictConfig:
         assert self.hydra_context is not None and self.config is not None
-        cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+        if self.composer is None:
+            from hydra_plugins.ddlio_launcher.compose import FastComposer  # lazy: plugin discovery stays cheap
+
+            self.composer = FastComposer(self.hydra_context.config_loader, self.config)
+        cfg = self.composer.compose(overrides)  # Hydra's composition once per set of group choices
         with open_dict(cfg):
             cfg.hydra.job.id = idx
             cfg.hydra.job.num = idx
