@@ -39,6 +39,8 @@ class DdlioLauncher(Launcher):
         self.tried: set[str] = set()
         #: a point of this run has an objective (else the last batch of a search ends the run: nothing to compare)
         self.completed_any = False
+        #: composes each point from a cached composition of its group choices (compose.py)
+        self.composer: Any = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
@@ -52,7 +54,11 @@ class DdlioLauncher(Launcher):
 
     def _compose(self, overrides: Sequence[str], idx: int) -> DictConfig:
         assert self.hydra_context is not None and self.config is not None
-        cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+        if self.composer is None:
+            from hydra_plugins.ddlio_launcher.compose import FastComposer  # lazy: plugin discovery stays cheap
+
+            self.composer = FastComposer(self.hydra_context.config_loader, self.config)
+        cfg = self.composer.compose(overrides)  # Hydra's composition once per set of group choices
         with open_dict(cfg):
             cfg.hydra.job.id = idx
             cfg.hydra.job.num = idx
@@ -69,9 +75,20 @@ class DdlioLauncher(Launcher):
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)  # sweepers write there
         configs = [self._compose(o, initial_job_idx + i) for i, o in enumerate(job_overrides)]
         composed = []
+        hydra_config = HydraConfig.instance()
         for cfg in configs:
-            HydraConfig.instance().set_config(cfg)  # a value may interpolate ${hydra:...}
-            composed.append((task_dict(cfg), tuple(cfg.hydra.overrides.task)))
+            # a value may interpolate ${hydra:...}: then the point's own Hydra node must be set (a deep copy of it,
+            # ~40 ms a point under load); unset, such a value fails to resolve and the point is resolved again
+            hydra_config.cfg = None  # type: ignore[assignment]
+            OmegaConf.set_readonly(cfg.hydra, True)  # as set_config leaves it
+            try:
+                plain = task_dict(cfg)
+            except Exception:
+                hydra_config.set_config(cfg)
+                plain = task_dict(cfg)
+            composed.append((plain, tuple(cfg.hydra.overrides.task)))
+        if configs:
+            hydra_config.set_config(configs[-1])
         for cfg in configs:
             self.hydra_context.callbacks.on_job_start(config=cfg, task_function=self.task_function)
         try:
@@ -128,10 +145,14 @@ def sweeper_problems(config: DictConfig) -> list[str]:
 
 def task_dict(cfg: DictConfig) -> dict[str, Any]:
     """The point's config as plain data (resolved), without Hydra's own node."""
-    out = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(out, dict)
-    out.pop("hydra", None)
-    return out  # type: ignore[return-value]
+    out: dict[str, Any] = {}
+    for key in cfg:  # key by key: resolving Hydra's own node (help templates, logging) cost most of the time
+        if key == "hydra":
+            continue
+        value = cfg._get_node(key)
+        out[str(key)] = (OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value)
+                         else cfg[key])
+    return out
 
 
 class DdlioSummary(Callback):

@@ -1,0 +1,127 @@
+"""The launcher's composition (one Hydra composition per set of group choices, value overrides applied to a copy)
+equals Hydra's own ``load_sweep_config``, key by key, for points drawn from every preset and group option in conf/
+and every sweep form of the README; a bad override fails with Hydra's own error either way."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+
+
+@pytest.fixture(scope="module")
+def loader_and_master():
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.utils import create_config_search_path
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.utils import setup_globals
+    from hydra.types import RunMode
+
+    sys.path.insert(0, str(ROOT))
+    import sweep  # noqa: F401  registers the schema and the ddlio_scratch resolver
+
+    setup_globals()
+    GlobalHydra.instance().clear()
+    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(CONF)))
+    master = loader.load_configuration(config_name="config", overrides=[], run_mode=RunMode.MULTIRUN)
+    return loader, master
+
+
+def _choices(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+def _points() -> list[list[str]]:
+    rng = random.Random(24)
+    groups = [[f"+experiment={e}" for e in _choices("experiment")] + [""],
+              [f"format={f}" for f in _choices("format")] + [""],
+              [f"access={a}" for a in _choices("access")] + [""],
+              [f"workload={w}" for w in _choices("workload")] + [""],
+              [f"cluster={c}" for c in _choices("cluster")] + [""]]
+    values = ["stripe=4", "stripe=16", "nodes=2", "ppn=4", "repeat=7", "dry_run=true", "data_root=D", "db=D/r.db",
+              "reader=torch", "workload.read_threads=2", "workload.batch_size=8", "++stripe=2", "~pool",
+              "+cluster.env.FOO=bar", "seed=3", "stripe_size=4MiB", "order=random", "objective=samples_per_s",
+              "db='sqlite:///x y.db'", "pool=\"\"", "format.compression=gzip", "cluster.timeout_min=5"]
+    out = [[], ["format=hdf5", "stripe=1"], ["format=tfrecord", "access=fpp", "workload=tiny", "data_root=D"],
+           ["cluster=slurm", "format=npz", "nodes=4", "ppn=4"], ["+experiment=paper_scaling", "dry_run=true"],
+           ["reader=torch", "workload.read_threads=2"], ["workload=tiny", "ppn=2"]]
+    for _ in range(60):
+        pt = [rng.choice(g) for g in groups] + rng.sample(values, rng.randint(0, 4))
+        pt = [o for o in pt if o]
+        rng.shuffle(pt)
+        keys = [o.lstrip("+~").split("=")[0] for o in pt]
+        if len(set(keys)) == len(keys):
+            out.append(pt)
+    return out
+
+
+def _both(loader, master, overrides):
+    from hydra_plugins.ddlio_launcher.compose import FastComposer
+
+    def attempt(f):
+        try:
+            return f(), None
+        except Exception as e:  # compared as Hydra reports it
+            return None, f"{type(e).__name__}: {e}"
+
+    slow = attempt(lambda: loader.load_sweep_config(master, list(overrides)))
+    composer = FastComposer(loader, master)
+    attempt(lambda: composer.compose([o for o in overrides if composer._group(o.lstrip("+~").split("=")[0])]))
+    fast = attempt(lambda: composer.compose(overrides))
+    return slow, fast, composer
+
+
+def _flat(cfg) -> dict:
+    out: dict = {}
+
+    def walk(v, prefix):
+        if isinstance(v, dict):
+            for k, x in v.items():
+                walk(x, f"{prefix}{k}.")
+        else:
+            out[prefix[:-1]] = v
+
+    walk(OmegaConf.to_container(cfg, resolve=False), "")
+    return out
+
+
+@pytest.mark.parametrize("overrides", _points(), ids=lambda p: " ".join(p) or "defaults")
+def test_fast_equals_hydra_key_by_key(loader_and_master, overrides):
+    loader, master = loader_and_master
+    (slow, slow_err), (fast, fast_err), composer = _both(loader, master, overrides)
+    assert slow_err == fast_err
+    if slow is None:
+        return
+    a, b = _flat(slow), _flat(fast)
+    assert sorted(a) == sorted(b)
+    for k in a:
+        assert a[k] == b[k], k
+    assert list(fast.hydra.overrides.task) == list(overrides)
+    assert fast.hydra.job.override_dirname == slow.hydra.job.override_dirname
+    assert OmegaConf.to_container(fast, resolve=True) == OmegaConf.to_container(slow, resolve=True)
+    assert OmegaConf.is_struct(fast) == OmegaConf.is_struct(slow)
+
+
+@pytest.mark.parametrize("overrides", [["stripee=1"], ["+stripe=3"], ["format=hdf6"], ["workload.batchsize=2"],
+                                       ["format=npz", "+format.level=3", "~nodes", "~nodes"]])
+def test_bad_override_fails_as_hydra_fails(loader_and_master, overrides):
+    loader, master = loader_and_master
+    (slow, slow_err), (fast, fast_err), _ = _both(loader, master, overrides)
+    assert slow_err == fast_err
+
+
+def test_value_overrides_use_the_cache(loader_and_master):
+    from hydra_plugins.ddlio_launcher.compose import FastComposer
+
+    loader, master = loader_and_master
+    composer = FastComposer(loader, master)
+    for i in range(5):
+        composer.compose(["format=npz", f"repeat={i}"])
+    composer.compose(["hydra.job.name=x"])  # a hydra key: Hydra's own composition
+    assert (composer.full, composer.fast) == (2, 4)
