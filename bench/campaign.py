@@ -8,9 +8,9 @@ restarted here)::
 
 What it checks and prints:
 
-- **Exactly once.** From the store: N points, each ``completed``, no job still pending, one job id each and
-  exactly one row in the ``measurements`` history. From Slurm: ``sacct --array`` lists exactly N tasks for the
-  sweep's job ids, all COMPLETED.
+- **Exactly once.** From the store: N points, each ``completed``, no job still pending, a job id each and
+  exactly one row in the ``measurements`` history. From Slurm: ``sacct --array`` lists exactly the store's job ids
+  (array tasks; one task measures ``cluster.points_per_task`` points in turn, chosen from N), all COMPLETED.
 - **Bounded Slurm calls.** The driver runs with a PATH whose first folder holds counting stand-ins for ``squeue``,
   ``sacct``, ``sbatch`` and ``scancel``: each logs its call (time, parent PID, arguments) and execs the real command,
   so the product runs unchanged. A *poll* is one call of the driver's job watcher, which opens with
@@ -262,19 +262,22 @@ def exactly_once(name: str, db: Path, n: int, runs: list[Run]) -> tuple[StoreChe
         problems.append(f"{s.completed} of {s.points} stored points completed (expected {n} of {n})")
     if s.pending:
         problems.append(f"{s.pending} point(s) still marked pending")
-    if s.distinct_jobs != n:
-        problems.append(f"{s.distinct_jobs} distinct job ids for {n} points")
+    if s.distinct_jobs < 1 or s.distinct_jobs > n:
+        problems.append(f"{s.distinct_jobs} distinct job ids for {n} points (cluster.points_per_task packs several "
+                        "points into one array task: between 1 and N expected)")
     if s.measurements_max != 1 or s.measurements_total != n:
         problems.append(f"{s.measurements_total} measurement rows (most for one point: {s.measurements_max}); "
                         f"expected {n}, one each")
-    if len(tasks) != n or set(tasks) != set(s.job_ids):
-        problems.append(f"sacct lists {len(tasks)} task(s) for the sweep's jobs, expected {n} (the store's job ids)")
+    if set(tasks) != set(s.job_ids):
+        problems.append(f"sacct lists {len(tasks)} task(s) for the sweep's jobs, expected the store's "
+                        f"{len(s.job_ids)} job ids")
     bad = {t: st for t, st in tasks.items() if st != "COMPLETED"}
     if bad:
         problems.append(f"sacct: {len(bad)} task(s) not COMPLETED, e.g. {sorted(bad.items())[:3]}")
     print(f"{name}: store {s.completed}/{s.points} completed, {s.distinct_jobs} job ids, "
           f"{s.measurements_total} measurement rows (max {s.measurements_max} per point); "
-          f"sacct {len(tasks)} tasks, {len(tasks) - len(bad)} COMPLETED -> "
+          f"sacct {len(tasks)} tasks ({n / max(1, len(tasks)):.1f} points per task), {len(tasks) - len(bad)} "
+          "COMPLETED -> "
           + ("exactly once: OK" if not problems else "PROBLEMS:\n  " + "\n  ".join(problems)))
     return s, problems
 

@@ -4,6 +4,7 @@ current outcome is newer, becomes the point's current state (its totals, epochs 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import select
@@ -25,42 +26,53 @@ class OutcomesMixin(RowWriter):
         unless the current one is newer: a failed re-measure is current (with its error) and the completed
         measurement it replaced stays in the history. A result always replaces a failure the driver only inferred
         (a job that ended without leaving one, :attr:`Outcome.LOST`): it is that job's outcome, found late."""
+        return self.record_many([record])[0]
+
+    def record_many(self, records: Sequence[dict[str, Any]]) -> list[bool]:
+        """Store several records as :meth:`record` does, in one transaction (the outcomes that landed in one look
+        at a sweep's run folders); for each, whether it changed anything."""
+        if not records:
+            return []
         with _db_errors(self.url):
-            self._ensure_point(record["point"], status="submitted")
-            env_id = self._ensure_environment(record["env"]) if record["kind"] == "ddlio.result" and \
-                record.get("env") else None
+            for record in records:
+                self._ensure_point(record["point"], status="submitted")
+            env_ids = [self._ensure_environment(r["env"]) if r["kind"] == "ddlio.result" and r.get("env") else None
+                       for r in records]
         with _db_errors(self.url), Session(self.engine) as s, s.begin():
-            row = self._point_row(s, record["point"])
-            finished = _parse_utc(record.get("finished_utc"))
-            if self._already_stored(s, row, record, finished):
-                return False
-            current = self._becomes_current(row, record, finished)
-            if current and row.status == "completed":
-                self._keep_in_history(s, row)
-            failed = record["kind"] == "ddlio.failure"
-            totals = {} if failed else record["totals"]
-            m = Measurement(
-                point_key=row.point_key, status="failed" if failed else "completed",
-                result_id=None if failed else record.get("result_id"), error=record["error"] if failed else None,
-                job_id=record.get("job_id") or (row.job_id if current else None),
-                job_state=record.get("job_state", "FAILED" if failed else "COMPLETED"),
-                run_dir=record.get("run_dir"), finished_utc=finished, recorded_utc=_now(),
-                bandwidth_mib_s=_nan_to_none(totals.get("bandwidth_mib_s")), iops=_nan_to_none(totals.get("iops")),
-                io_time_slowest_s=_nan_to_none(totals.get("io_time_slowest_s")),
-                wall_time_s=_nan_to_none(totals.get("wall_time_s")), cache=totals.get("cache"),
-                record=None if current or failed else _json_safe({k: v for k, v in record.items() if k != "point"}),
-            )
-            s.add(m)
-            s.flush()
-            if not current:
-                return True
-            row.pending = False  # this is the outcome of the job that went out
-            row.measurement_id = m.id
-            if failed:
-                self._store_failure(row, record, finished)
-            else:
-                self._store_result(s, row, record, finished, env_id)
+            return [self._record_in(s, r, e) for r, e in zip(records, env_ids, strict=True)]
+
+    def _record_in(self, s: Session, record: dict[str, Any], env_id: str | None) -> bool:
+        row = self._point_row(s, record["point"])
+        finished = _parse_utc(record.get("finished_utc"))
+        if self._already_stored(s, row, record, finished):
+            return False
+        current = self._becomes_current(row, record, finished)
+        if current and row.status == "completed":
+            self._keep_in_history(s, row)
+        failed = record["kind"] == "ddlio.failure"
+        totals = {} if failed else record["totals"]
+        m = Measurement(
+            point_key=row.point_key, status="failed" if failed else "completed",
+            result_id=None if failed else record.get("result_id"), error=record["error"] if failed else None,
+            job_id=record.get("job_id") or (row.job_id if current else None),
+            job_state=record.get("job_state", "FAILED" if failed else "COMPLETED"),
+            run_dir=record.get("run_dir"), finished_utc=finished, recorded_utc=_now(),
+            bandwidth_mib_s=_nan_to_none(totals.get("bandwidth_mib_s")), iops=_nan_to_none(totals.get("iops")),
+            io_time_slowest_s=_nan_to_none(totals.get("io_time_slowest_s")),
+            wall_time_s=_nan_to_none(totals.get("wall_time_s")), cache=totals.get("cache"),
+            record=None if current or failed else _json_safe({k: v for k, v in record.items() if k != "point"}),
+        )
+        s.add(m)
+        s.flush()
+        if not current:
             return True
+        row.pending = False  # this is the outcome of the job that went out
+        row.measurement_id = m.id
+        if failed:
+            self._store_failure(row, record, finished)
+        else:
+            self._store_result(s, row, record, finished, env_id)
+        return True
 
     @staticmethod
     def _already_stored(s: Session, row: Point, record: dict[str, Any], finished: dt.datetime | None) -> bool:

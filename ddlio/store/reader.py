@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import select
@@ -11,6 +12,11 @@ from sqlalchemy.orm import Session
 from ddlio.store.engine import _engine, _parse, _url_id, default_db
 from ddlio.store.models import Measurement, Point
 from ddlio.store.schema import check_store
+
+#: what :meth:`StoreReader.lookup` answers of a point
+_LOOKUP_COLUMNS = (Point.status, Point.job_id, Point.run_dir, Point.pending, Point.attempts, Point.finished_utc,
+                   Point.error, Point.job_state, Point.bandwidth_mib_s, Point.iops, Point.cache, Point.claim_token,
+                   Point.claim_host, Point.claim_pid, Point.claim_utc)
 
 
 class StoreReader:
@@ -39,14 +45,20 @@ class StoreReader:
         and its outcome is not stored yet), ``attempts``, ``finished_utc``, ``error``, ``job_state``, the totals
         a progress line shows (``bandwidth_mib_s``, ``iops``, ``cache``) and the claim (``claim_token``,
         ``claim_host``, ``claim_pid``, ``claim_utc``)."""
-        cols = (Point.status, Point.job_id, Point.run_dir, Point.pending, Point.attempts, Point.finished_utc,
-                Point.error, Point.job_state, Point.bandwidth_mib_s, Point.iops, Point.cache, Point.claim_token,
-                Point.claim_host, Point.claim_pid, Point.claim_utc)
+        return self.lookup_many([point_key]).get(point_key)
+
+    def lookup_many(self, point_keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """:meth:`lookup` of many points in a few queries: point key -> stored state (points not stored are
+        absent)."""
+        keys = list(dict.fromkeys(point_keys))
+        out: dict[str, dict[str, Any]] = {}
         with Session(self.engine) as s:
-            row = s.execute(select(*cols).where(Point.point_key == point_key)).mappings().first()
-        if row is None:
-            return None
-        return {**row, "pending": bool(row["pending"])}
+            for i in range(0, len(keys), 500):  # below SQLite's oldest limit of 999 bound variables
+                q = select(Point.point_key, *_LOOKUP_COLUMNS).where(Point.point_key.in_(keys[i:i + 500]))
+                for row in s.execute(q).mappings():
+                    d = dict(row)
+                    out[d.pop("point_key")] = {**d, "pending": bool(d["pending"])}
+        return out
 
     def is_done(self, point_key: str) -> bool:
         with Session(self.engine) as s:

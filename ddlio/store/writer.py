@@ -5,6 +5,7 @@ from its parts in :mod:`ddlio.store.claims`, :mod:`ddlio.store.outcomes` and :mo
 from __future__ import annotations
 
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,23 @@ class Store(ClaimsMixin, OutcomesMixin, ObservedMixin, StoreReader):
             row.attempts = (row.attempts or 0) + 1
             row.submitted_utc = _now()
             row.sweep_id = self.sweep_id or row.sweep_id
+
+    def record_submitted_many(self, items: Sequence[tuple[dict[str, Any], str, str]]) -> None:
+        """:meth:`record_submitted` for several ``(point, job_id, run_dir)`` (one sbatch's points), in one
+        transaction."""
+        if not items:
+            return
+        self._ensure_points([p for p, _, _ in items], "submitted")
+        with _db_errors(self.url), Session(self.engine) as s, s.begin():
+            for point, job_id, run_dir in items:
+                row = self._point_row(s, point)
+                if row.status != "completed":
+                    row.status = "submitted"
+                row.job_id, row.run_dir, row.job_state = job_id, run_dir, "SUBMITTED"
+                row.pending = True
+                row.attempts = (row.attempts or 0) + 1
+                row.submitted_utc = _now()
+                row.sweep_id = self.sweep_id or row.sweep_id
 
 
 def open_store_for_writing(db: str | None = None) -> Store:

@@ -173,6 +173,8 @@ class SlurmCluster(ClusterSpec):
     vanish_after_s: float = 120.0
     # cancel a point pending for a reason only an administrator can clear
     cancel_unrunnable: bool = True
+    # points one array task measures in sequence (0: chosen from the sweep's size, see executors.slurm.packing)
+    points_per_task: int = 0
 
 
 CLUSTERS: dict[str, type[LocalCluster] | type[SlurmCluster]] = {"local": LocalCluster, "slurm": SlurmCluster}

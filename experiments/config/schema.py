@@ -139,6 +139,9 @@ class ClusterConf:
     # Slurm: cancel a point pending for a reason only an administrator can clear (PartitionNodeLimit ...) and store
     # it as failed with the reason; false keeps waiting. Not part of the point key.
     cancel_unrunnable: bool = True
+    # Slurm: points one array task measures one after the other (each with its own time limit and record): 0 = as
+    # many as keep every slot busy for a few rounds (experiments.executors.slurm.packing). Not part of the point key.
+    points_per_task: int = 0
 
 
 @dataclass

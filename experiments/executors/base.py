@@ -20,6 +20,21 @@ from experiments.config import PointSpec
 JobFunction = Callable[[dict[str, Any], str], Record]
 
 
+def run_pack(job: JobFunction, items: Sequence[tuple[dict[str, Any], str]]) -> list[Record]:
+    """What one array task that measures several points runs (:mod:`experiments.executors.slurm.packing`): ``job``
+    on each ``(point_dict, run_dir)`` in turn. Each point writes its own record in its own run folder, which the
+    driver picks up as soon as it lands; a point that fails (a failure record) does not stop the others. An
+    interrupted point (SIGINT: Ctrl-C, or the task's time limit) ends the task: the points not started leave no
+    record, so the driver finds them lost when the task ends and measures them again when retried."""
+    out: list[Record] = []
+    for point, run_dir in items:
+        record = job(point, run_dir)
+        out.append(record)
+        if getattr(record, "job_state", "") == "INTERRUPTED":
+            break
+    return out
+
+
 @dataclass
 class Pending:
     """A point whose job is queued or running."""

@@ -133,11 +133,23 @@ class Driver:
 
     def submitted(self, spec: PointSpec, job_id: str, run_dir: Path, folder: Path, executor: str) -> None:
         """The scheduler accepted the point's job: note it in the run folder and the store (SUBMIT_OK)."""
-        note_job(run_dir, job_id, folder, executor)
-        self.tracker.record_submitted(spec.to_dict(), job_id, str(run_dir))
-        if self.state(spec) is State.HELD:  # it was held by a site limit: a slot freed
-            self.on(spec, Event.SLOT_FREE)
-        self.on(spec, Event.SUBMIT_OK)
+        self.submitted_many([(spec, job_id, run_dir)], folder, executor)
+
+    def submitted_many(self, items: Sequence[tuple[PointSpec, str, Path]], folder: Path, executor: str) -> None:
+        """:meth:`submitted` for one sbatch's ``(spec, job_id, run_dir)``: the store written in one transaction
+        when the tracker can (``record_submitted_many``)."""
+        for _spec, job_id, run_dir in items:
+            note_job(run_dir, job_id, folder, executor)
+        many = getattr(self.tracker, "record_submitted_many", None)
+        if many is not None:
+            many([(spec.to_dict(), job_id, str(run_dir)) for spec, job_id, run_dir in items])
+        else:
+            for spec, job_id, run_dir in items:
+                self.tracker.record_submitted(spec.to_dict(), job_id, str(run_dir))
+        for spec, _, _ in items:
+            if self.state(spec) is State.HELD:  # it was held by a site limit: a slot freed
+                self.on(spec, Event.SLOT_FREE)
+            self.on(spec, Event.SUBMIT_OK)
 
     def lost(self, spec: PointSpec, job_id: str, state: str, run_dir: Path, detail: str = "",
              job_state: str | None = None) -> FailureRecord:
@@ -149,6 +161,25 @@ class Driver:
         self.tracker.record(record.to_dict())
         if not keep:
             self.release(spec)
+        self._report(spec, record, seconds)
+
+    def finish_many(self, outcomes: Sequence[tuple[PointSpec, Record]]) -> None:
+        """:meth:`finish` (claims released) for the outcomes that landed in one look at the run folders: stored in
+        one transaction and released in another when the tracker can (``record_many``, ``release_many``)."""
+        record_many = getattr(self.tracker, "record_many", None)
+        release_many = getattr(self.tracker, "release_many", None)
+        if record_many is None or release_many is None or len(outcomes) < 2:
+            for spec, record in outcomes:
+                self.finish(spec, record)
+            return
+        for spec, record in outcomes:
+            self.on(spec, OUTCOME_EVENTS[record.outcome])  # -> STORE
+        record_many([record.to_dict() for _, record in outcomes])
+        release_many(self.token, [spec.point_key for spec, _ in outcomes])
+        for spec, record in outcomes:
+            self._report(spec, record, None)
+
+    def _report(self, spec: PointSpec, record: Record, seconds: float | None) -> None:
         took = f"  ({seconds:.1f} s)" if seconds is not None else ""
         prefix = self._line(spec)
         if isinstance(record, ResultRecord):

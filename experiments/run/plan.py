@@ -49,8 +49,9 @@ def plan(points: Sequence[PointSpec], force: bool, retry_failed: bool, driver: D
          executors: dict[str, Executor]) -> Plan:
     """Sort the points by the life cycle (see the module); returns the round's :class:`Plan`."""
     out = Plan()
+    bulk = _claim_all(points, force, driver)
     for spec in points:
-        _plan_point(spec, force, retry_failed, driver, out)
+        _plan_point(spec, force, retry_failed, driver, out, bulk)
     for name, jobs in out.harvest.items():
         got = executors[name].harvest(jobs, driver)
         out.attach += got.pending
@@ -59,20 +60,51 @@ def plan(points: Sequence[PointSpec], force: bool, retry_failed: bool, driver: D
     return out
 
 
-def _plan_point(spec: PointSpec, force: bool, retry_failed: bool, driver: Driver, out: Plan) -> None:
-    first = driver.tracker.lookup(spec.point_key)
+@dataclass
+class Bulk:
+    """A round's store reads and claims done for all its points at once (:func:`_claim_all`): each point's row
+    before the claim, the keys this driver now holds and their rows after the claim."""
+
+    first: dict[str, dict[str, Any]]
+    taken: set[str]
+    after: dict[str, dict[str, Any]]
+    used: set[str] = field(default_factory=set)  # keys planned from it (a key met twice is planned one by one)
+
+
+def _skips(row: dict[str, Any] | None, forced: bool) -> bool:
+    """A point measured already, and no driver holds it: skipped unless forced."""
+    return stored_state(row) is State.COMPLETED and not (row or {}).get("claim_token") and not forced
+
+
+def _claim_all(points: Sequence[PointSpec], force: bool, driver: Driver) -> Bulk | None:
+    """Look up every point and claim those to plan in a few store transactions (None when the tracker has no
+    batched calls: then each point is looked up and claimed on its own). The claims are the same conditional
+    UPDATE as one point's; a point another driver holds is left to :meth:`Driver.take`, one by one."""
+    tracker = driver.tracker
+    lookup_many, claim_many = getattr(tracker, "lookup_many", None), getattr(tracker, "claim_many", None)
+    if lookup_many is None or claim_many is None or len(points) < 2:
+        return None
+    first = lookup_many([s.point_key for s in points])
+    todo = {s.point_key: s for s in points if not _skips(first.get(s.point_key), force or s.force)}
+    taken = claim_many([s.to_dict() for s in todo.values()], driver.token, driver.host, driver.pid) if todo else set()
+    return Bulk(first, set(taken), lookup_many(sorted(taken)) if taken else {})
+
+
+def _plan_point(spec: PointSpec, force: bool, retry_failed: bool, driver: Driver, out: Plan,
+                bulk: Bulk | None = None) -> None:
+    key = spec.point_key
+    fresh = bulk is not None and key not in bulk.used
+    if fresh:
+        bulk.used.add(key)
+    first = bulk.first.get(key) if fresh else driver.tracker.lookup(key)
     forced = force or spec.force
-    if stored_state(first) is State.COMPLETED and not (first or {}).get("claim_token") and not forced:
+    if _skips(first, forced):
         driver.report.skipped += 1
         return
     seen = (first.get("attempts"), first.get("finished_utc")) if first else (None, None)
-    holder = driver.take(spec)
-    if holder is not None:
-        driver.begin(spec, stored_state(holder))
-        if driver.on(spec, Event.OTHER_DRIVER) is Action.FOLLOW:
-            out.follow.append(Follow(spec, holder["claim_token"], seen))
+    row = bulk.after.get(key) or {} if fresh and key in bulk.taken else _take(spec, seen, driver, out)
+    if row is None:
         return
-    row = driver.tracker.lookup(spec.point_key) or {}  # under this driver's claim from here on
     state = stored_state(row)
     driver.begin(spec, state)
     ended = state in (State.COMPLETED, State.FAILED, State.LOST)
@@ -103,6 +135,18 @@ def _plan_point(spec: PointSpec, force: bool, retry_failed: bool, driver: Driver
         else:
             driver.release(spec)
             driver.report.not_retried += 1
+
+
+def _take(spec: PointSpec, seen: tuple[Any, Any], driver: Driver, out: Plan) -> dict[str, Any] | None:
+    """Claim one point (:meth:`Driver.take`): its row under this driver's claim, or None when another live driver
+    holds it (then it is followed)."""
+    holder = driver.take(spec)
+    if holder is not None:
+        driver.begin(spec, stored_state(holder))
+        if driver.on(spec, Event.OTHER_DRIVER) is Action.FOLLOW:
+            out.follow.append(Follow(spec, holder["claim_token"], seen))
+        return None
+    return driver.tracker.lookup(spec.point_key) or {}
 
 
 def _harvest_unnoted(job: Harvest, driver: Driver, out: Plan) -> None:

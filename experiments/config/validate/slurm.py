@@ -8,7 +8,7 @@ from typing import Any
 from ddlio.shell import SBATCH_OPTION
 from experiments.config.point import SLURM_ONLY
 from experiments.config.schema import MAX_TIMEOUT_MIN, ClusterConf
-from experiments.config.validate.values import positive
+from experiments.config.validate.values import int_range, positive
 
 
 def check_slurm_only(problems: list[str], cl: dict[str, Any], executor: str) -> None:
@@ -21,10 +21,12 @@ def check_slurm_only(problems: list[str], cl: dict[str, Any], executor: str) -> 
 
 
 def check_slurm(problems: list[str], cl: dict[str, Any]) -> None:
-    """``cluster.sbatch``'s options and ``cluster.vanish_after_s``."""
+    """``cluster.sbatch``'s options, ``cluster.vanish_after_s`` and ``cluster.points_per_task``."""
     for k, v in cl["sbatch"].items():
         if not SBATCH_OPTION.match(str(k)):
             problems.append(f"cluster.sbatch: {k!r} is not an sbatch option name (e.g. exclusive, mem, mail_type)")
         if isinstance(v, (dict, list)) or v is None:
             problems.append(f"cluster.sbatch.{k} must be a single value (a string, number or true), not {v!r}")
     positive(problems, "cluster.vanish_after_s", cl["vanish_after_s"], "seconds", MAX_TIMEOUT_MIN * 60)
+    int_range(problems, "cluster.points_per_task", cl["points_per_task"], 0, 10000,
+              " (points one array task measures in turn; 0 = chosen from the sweep's size)")

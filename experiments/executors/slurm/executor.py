@@ -36,14 +36,15 @@ def resources(spec: Any) -> tuple:
               for v in site.values()))
 
 
-def executor_parameters(spec: Any) -> dict[str, Any]:
-    """submitit SlurmExecutor parameters for a Slurm point: its nodes × ppn, time limit, and site settings."""
+def executor_parameters(spec: Any, per_task: int = 1) -> dict[str, Any]:
+    """submitit SlurmExecutor parameters for a Slurm point: its nodes × ppn, time limit (``per_task`` points' limits
+    when one array task measures that many in turn), and site settings."""
     c = spec.cluster
     params: dict[str, Any] = {
         "nodes": spec.nodes,
         "ntasks_per_node": spec.ppn,
         "cpus_per_task": 1,
-        "time": max(1, math.ceil(float(c.timeout_min))),
+        "time": max(1, math.ceil(float(c.timeout_min) * max(1, per_task))),
         "job_name": "ddlio",
         "use_srun": False,  # one driver process on the first node; it runs the MPI steps itself
         "array_parallelism": int(c.array_parallelism),
@@ -58,12 +59,12 @@ def executor_parameters(spec: Any) -> dict[str, Any]:
     return params
 
 
-def make_executor(specs: list[Any], folder: Path) -> Any:
-    """A submitit SlurmExecutor for points that share resources."""
+def make_executor(specs: list[Any], folder: Path, per_task: int = 1) -> Any:
+    """A submitit SlurmExecutor for points that share resources (``per_task`` of them in each array task)."""
     import submitit  # lazy: submitit takes ~0.3 s to import; --help and dry runs stay fast
 
     ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=quote(sys.executable))
-    ex.update_parameters(**executor_parameters(specs[0]))
+    ex.update_parameters(**executor_parameters(specs[0], per_task))
     return ex
 
 

@@ -12,7 +12,7 @@ from ddlio.errors import LaunchError
 from ddlio.records import FailureRecord, Outcome, Record, read_record
 from ddlio.runpaths import slurm_dir
 from experiments.config import PointSpec
-from experiments.executors.base import Harvest, Harvested, Host, Pending, Submitted
+from experiments.executors.base import Harvest, Harvested, Host, Pending, Submitted, run_pack
 from experiments.executors.slurm import (
     TERMINAL,
     ask_site,
@@ -23,6 +23,7 @@ from experiments.executors.slurm import (
     make_executor,
     resources,
 )
+from experiments.executors.slurm.packing import packs, points_per_task
 
 #: points per job array when Slurm's MaxArraySize cannot be read (its default is 1001)
 MAX_ARRAY = 1000
@@ -32,26 +33,37 @@ class Refused(Exception):
     """sbatch refused a submission for a site limit that clears as other jobs end."""
 
 
-def submit_chunk(group: list[PointSpec], host: Host) -> list[Pending]:
-    """Submit points with equal resources as one job (array); raise :class:`Refused` for a site limit."""
+def submit_chunk(group: list[PointSpec], host: Host, per_task: int = 1) -> list[Pending]:
+    """Submit points with equal resources as one job (array), ``per_task`` points measured in turn by each array
+    task (:mod:`.packing`); raise :class:`Refused` for a site limit."""
     folder = slurm_dir(group[0].data_root)
-    executor = make_executor(group, folder)
+    executor = make_executor(group, folder, per_task)
     dirs = [host.prepare(s) for s in group]
+    tasks = packs(len(group), per_task)
     try:
         with executor.batch():
-            jobs = [executor.submit(host.job, s.to_dict(), str(rd)) for s, rd in zip(group, dirs, strict=True)]
+            if per_task == 1:
+                jobs = [executor.submit(host.job, s.to_dict(), str(rd)) for s, rd in zip(group, dirs, strict=True)]
+            else:
+                jobs = [executor.submit(run_pack, host.job, [(group[i].to_dict(), str(dirs[i])) for i in t])
+                        for t in tasks]
     except Exception as e:  # sbatch refused: a limit that clears with time, or say what Slurm said
         if is_submit_limit(str(e)):
             raise Refused(str(e)) from e
         raise LaunchError(f"sbatch refused the job{'s' if len(group) > 1 else ''}: {e}") from e
-    pending = []
-    for spec, rd, job in zip(group, dirs, jobs, strict=True):
-        host.submitted(spec, str(job.job_id), rd, folder, "slurm")
-        pending.append(Pending(spec, str(job.job_id), rd))
+    items = [(group[i], str(job.job_id), dirs[i]) for t, job in zip(tasks, jobs, strict=True) for i in t]
+    many = getattr(host, "submitted_many", None)
+    if many is not None:
+        many(items, folder, "slurm")  # one store transaction for the sbatch's points
+    else:
+        for spec, job_id, rd in items:
+            host.submitted(spec, job_id, rd, folder, "slurm")
+    pending = [Pending(spec, job_id, rd) for spec, job_id, rd in items]
     host.report.submitted += len(group)
     ids = sorted({str(j.job_id).split("_")[0] for j in jobs})
+    packed = f", {per_task} point(s) per array task" if per_task > 1 else ""
     host.echo(f"submitted {len(group)} point(s) as Slurm job {', '.join(ids)} "
-              f"({group[0].nodes} node(s) x {group[0].ppn} rank(s))")
+              f"({group[0].nodes} node(s) x {group[0].ppn} rank(s){packed})")
     return pending
 
 
@@ -60,6 +72,7 @@ def submit_points(specs: Sequence[PointSpec], host: Host, max_array: int | None 
     MaxArraySize. Points sbatch refused for a limit that clears as jobs end (submit or job count per user, account
     or QOS) are held, to be submitted as slots free; a smaller array is tried first."""
     check_available()
+    site = None
     if max_array is None:
         site = ask_site()
         max_array = MAX_ARRAY if site.error or "MaxArraySize" not in site.config else site.max_array_size - 1
@@ -68,19 +81,21 @@ def submit_points(specs: Sequence[PointSpec], host: Host, max_array: int | None 
         groups.setdefault(resources(spec), []).append(spec)
     out = Submitted()
     for g in groups.values():
-        _submit_group(g, host, max(1, max_array), out)
+        part = site.partition(g[0].cluster.partition) if site is not None and not site.error else None
+        k = points_per_task(g, part.max_time_min if part is not None else None)
+        _submit_group(g, host, max(1, max_array), out, k)
     return out
 
 
-def _submit_group(group: list[PointSpec], host: Host, max_array: int, out: Submitted) -> None:
-    rest, size = list(group), max_array
+def _submit_group(group: list[PointSpec], host: Host, max_array: int, out: Submitted, per_task: int = 1) -> None:
+    rest, size = list(group), max_array  # size: array tasks per sbatch
     while rest:
-        chunk = rest[:size]
+        chunk = rest[:size * per_task]
         try:
-            out.pending += submit_chunk(chunk, host)
+            out.pending += submit_chunk(chunk, host, per_task)
         except Refused as e:
             if size > 1:  # an array counts each task against the limit: try fewer at once
-                size = max(1, min(size, len(chunk)) // 2)
+                size = max(1, min(size, -(-len(chunk) // per_task)) // 2)
                 continue
             reason = refusal_reason(str(e))
             if queue_is_empty():  # no job of the user's is out: nothing can end and free a slot

@@ -27,6 +27,10 @@ from experiments.executors.slurm.submit import describe, harvest_jobs, submit_po
 
 #: how often the driver looks at a Slurm sweep's run folders and asks sacct (stat load on a parallel file system)
 STATE_POLL_S = 2.0
+#: while no job changes state and no record lands, the time between two questions to Slurm grows up to this (s)
+STATE_POLL_MAX_S = 10.0
+#: right after a record landed, the run folders are looked at again this soon (s): a task's next point follows
+TICK_MIN_S = 0.5
 #: default of cluster.vanish_after_s: a job that neither squeue nor sacct knows for this long (seconds) is gone
 VANISH_S = 120.0
 #: points held by a site limit (sbatch refused them) are offered again at the latest after this many seconds,
@@ -54,30 +58,49 @@ class _Waiter:
         self.last_try = time.perf_counter()
 
     def run(self) -> None:
+        """Look at the run folders every ``tick`` (:data:`TICK_MIN_S` right after a record landed, growing to
+        :data:`STATE_POLL_S` while none does) and ask Slurm every ``every`` (:data:`STATE_POLL_S` while records land
+        or a job changes state, backing off to :data:`STATE_POLL_MAX_S` while the queue stands still)."""
+        tick, every = STATE_POLL_S, STATE_POLL_S
         while self.live or self.held:
             self.host.heartbeat()
             now = time.perf_counter()
-            self._harvest_files()
+            landed = self._harvest_files()
+            tick = TICK_MIN_S if landed else min(STATE_POLL_S, tick * 1.5)
             if self.held and (len(self.live) < self.live_at_refusal or now - self.last_try >= HELD_RETRY_S):
                 self._retry_held(now)
-            if self.live and now - self.last_states >= STATE_POLL_S:
+            if self.live and now - self.last_states >= every:
                 self.last_states = now
+                before = {k: p.state for k, p in self.live.items()}
                 states = self.watcher.poll(p.job_id for p in self.live.values())
                 for key, p in list(self.live.items()):
                     if self._judge(p, states[p.job_id], now):
                         del self.live[key]
+                moved = landed or len(self.live) < len(before) or any(
+                    p.state != before.get(k) for k, p in self.live.items())
+                every = STATE_POLL_S if moved else min(STATE_POLL_MAX_S, every * 1.5)
                 self._show(now)
             elif not self.live and self.held:
                 self._show(now)
             if self.live or self.held:
-                time.sleep(STATE_POLL_S)
+                time.sleep(tick)
 
-    def _harvest_files(self) -> None:
+    def _harvest_files(self) -> int:
+        """Store the records that landed in the live points' run folders (one transaction where the host can);
+        how many landed."""
+        landed = []
         for key, p in list(self.live.items()):
             record = read_record(p.run_dir)
             if record is not None:
-                self.host.finish(p.spec, with_slurm_state(record, p.job_id, p.state))
+                landed.append((p.spec, with_slurm_state(record, p.job_id, p.state)))
                 del self.live[key]
+        many = getattr(self.host, "finish_many", None)
+        if many is not None:
+            many(landed)
+        else:
+            for spec, record in landed:
+                self.host.finish(spec, record)
+        return len(landed)
 
     def _retry_held(self, now: float) -> None:
         self.last_try = now
