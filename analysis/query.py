@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import numpy as np
@@ -149,16 +150,58 @@ def with_identity(df: pd.DataFrame, memory_bytes: dict[str, float] | None = None
     (:func:`analysis.validity.verdicts`): ``validity`` valid | invalid and ``invalid_reasons`` ("; "-joined)."""
     from analysis.validity import verdicts  # lazy: validity reads this module's frames
 
-    configs = [json.loads(c) if isinstance(c, str) and c else {} for c in df.get("config", pd.Series(dtype=str))]
-    df = df.assign(config_key=[config_key(c) for c in configs], label=labels(configs) if configs else [])
+    keys, names = _identities(df.get("config", pd.Series(dtype=str)).tolist())
+    df = df.assign(config_key=keys, label=names)
     v = verdicts(df, memory_bytes)
     return df.assign(validity=v["validity"].to_numpy(), invalid_reasons=v["invalid_reasons"].to_numpy())
 
 
+#: the stored config's per-point fields (top level), which no configuration key or label reads: their values
+_PER_POINT = [rf'"{k}": {v}' for k, v in (("repeat", r"-?\d+"), ("point_key", r'"[0-9a-f]*"'),
+                                          ("dataset_key", r'"[^"\\]*"'),
+                                          ("overrides", r'\[(?:"(?:[^"\\]|\\.)*"(?:, ?)?)*\]'))]
+#: each as a member followed by another, or as the last member
+_MEMBER = [(re.compile(p + ", ?"), re.compile(", ?" + p + r"(?=\s*\}\s*$)")) for p in _PER_POINT]
+
+
+def _bare(text: str) -> str:
+    """``text`` (a stored config as JSON) without its per-point fields, when each occurs once at most (else the
+    text unchanged: a nested key of the same name is never touched)."""
+    out = text
+    for inner, last in _MEMBER:
+        stripped, n = inner.subn("", out)
+        if n == 0:
+            stripped, n = last.subn("", out)
+        if n > 1:
+            return text
+        out = stripped
+    return out
+
+
 def relabel(df: pd.DataFrame) -> pd.Series:
     """Labels of ``df``'s points among themselves only (:func:`ddlio.identity.labels`), e.g. for one figure."""
-    configs = [json.loads(c) if isinstance(c, str) and c else {} for c in df["config"]]
-    return pd.Series(labels(configs), index=df.index, dtype=object)
+    return pd.Series(_identities(df["config"].tolist())[1], index=df.index, dtype=object)
+
+
+def _identities(texts: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """(config_key, label) of each stored config (JSON text) of ``texts``, the labels among all of them; parsed
+    once per distinct configuration: the text without the per-point fields (repeat, keys, overrides), which
+    neither :func:`ddlio.identity.config_key` nor :func:`ddlio.identity.labels` reads."""
+    code: dict[str, int] = {}
+    uniq: list[dict[str, Any]] = []
+    codes = np.empty(len(texts), dtype=np.int64)
+    for i, t in enumerate(texts):
+        bare = _bare(t) if isinstance(t, str) and t else ""
+        j = code.get(bare)
+        if j is None:
+            j = code[bare] = len(uniq)
+            uniq.append(json.loads(bare) if bare else {})
+        codes[i] = j
+    if not texts:
+        return np.array([], dtype=object), np.array([], dtype=object)
+    keys = np.array([config_key(c) for c in uniq], dtype=object)
+    names = np.array(labels(uniq), dtype=object)
+    return keys[codes], names[codes]
 
 
 def observed_frame(store: StoreReader) -> pd.DataFrame:

@@ -75,13 +75,35 @@ def verdicts(points: pd.DataFrame, memory_bytes: dict[str, float] | None = None)
         cv = (g.transform("std") / g.transform("mean")).to_numpy()
     else:
         cv = np.full(len(points), np.nan)
-    reasons = []
-    for i, (_, r) in enumerate(points.iterrows()):
-        mem = float(memory_bytes.get(r.get("env_id"), float("nan")))
-        reasons.append("; ".join(_reasons(r, float(cv[i]), mem)))
-    out = pd.DataFrame({"invalid_reasons": reasons}, index=points.index)
+    # the reasons are a function of a few columns: worked out once per distinct combination of them, not per point
+    cols = [c for c in _INPUTS if c in points.columns]
+    facts = points[cols].reset_index(drop=True).assign(_cv=cv)
+    if "env_id" in facts.columns:
+        facts["_mem"] = facts["env_id"].map(lambda e: float(memory_bytes.get(e, float("nan"))))
+        facts = facts.drop(columns="env_id")
+    else:
+        facts["_mem"] = float(memory_bytes.get(None, float("nan")))
+    codes, uniques = _factorize(facts)
+    texts = np.array(["; ".join(_reasons(r.drop(["_cv", "_mem"]), float(r["_cv"]), float(r["_mem"])))
+                      for _, r in uniques.iterrows()], dtype=object)
+    out = pd.DataFrame({"invalid_reasons": texts[codes] if len(codes) else []}, index=points.index)
     out.insert(0, "validity", np.where(out["invalid_reasons"] == "", "valid", "invalid"))
     return out
+
+
+#: the columns :func:`_reasons` reads (besides the CV and the node memory)
+_INPUTS = ["cache_policy", "cache", "samples", "sample_size", "first_read", "ranks", "batch_size", "epochs",
+           "stripe_count", "stripe_size", "striping_applicable", "fs_type", "env_id"]
+
+
+def _factorize(facts: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+    """(each row's code, the distinct rows in order of first appearance); missing values are values too."""
+    if facts.empty:
+        return np.zeros(0, dtype=np.int64), facts
+    parts = [pd.factorize(facts[c], use_na_sentinel=False)[0] for c in facts.columns]
+    codes, _ = pd.factorize(pd.MultiIndex.from_arrays(parts) if len(parts) > 1 else parts[0])
+    first = np.unique(codes, return_index=True)[1]
+    return codes, facts.iloc[first].reset_index(drop=True)
 
 
 def valid_only(points: pd.DataFrame) -> tuple[pd.DataFrame, str]:

@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Text, cast, select
 
 from analysis.diagnose.model import EpochFacts, Subject
 from analysis.where import Filter
@@ -91,7 +91,8 @@ def _configuration(key: str, rows: list[Any], epochs: dict[str, list[EpochFacts]
 
 def emulated_subjects(store: StoreReader, keys: list[str]) -> list[Subject]:
     """One subject per configuration among the completed points ``keys``, in the order of their first point."""
-    cols = (Point.point_key, Point.label, Point.config, Point.layout, Point.result, Point.striping_applicable,
+    cols = (Point.point_key, Point.label, cast(Point.config, Text).label("config"), Point.layout, Point.result,
+            Point.striping_applicable,
             Point.ranks, Point.access, Point.format, Point.format_options, Point.sample_size, Point.samples_per_file,
             Point.num_files, Point.posix_reads, Point.posix_size_hist, Point.bytes_read, Point.posix_bytes_read,
             Point.os_read_bytes, Point.cache_policy)
@@ -105,9 +106,19 @@ def emulated_subjects(store: StoreReader, keys: list[str]) -> list[Subject]:
     epochs: dict[str, list[EpochFacts]] = {}
     for e in erows:
         epochs.setdefault(e.point_key, []).append(_epoch(e.point_key, e))
+    from analysis.query import _bare  # lazy: pandas-backed module
+
     groups: dict[str, list[Any]] = {}
+    known: dict[str, str] = {}  # a config without its per-point fields -> its key: parsed once per configuration
     for r in rows:
-        groups.setdefault(configuration_key(_json(r.config) or {}), []).append(r)
+        if isinstance(r.config, str):
+            bare = _bare(r.config)
+            key = known.get(bare)
+            if key is None:
+                key = known[bare] = configuration_key(json.loads(bare) if bare else {})
+        else:
+            key = configuration_key(r.config or {})
+        groups.setdefault(key, []).append(r)
     subjects = [_configuration(k, g, epochs) for k, g in groups.items()]
     names = identity.labels([_json(g[0].config) or {} for g in groups.values()])
     for subject, name in zip(subjects, names, strict=True):
