@@ -24,7 +24,7 @@ COLD_TOLERANCE = 0.01
 def prepare_cache(policy: str, epoch: int, files: list[Path], leader: bool,
                    flush: tuple[Path, int] | None = None) -> dict[str, Any] | None:
     """On a node leader: measure residency, evict (cold) or warm once (warm: before epoch 0, only when some page
-    is not resident yet, so a just-generated dataset is not read an extra time), measure again. ``storage_cold``
+    is not resident yet, so a dataset already cached is not read an extra time), measure again. ``storage_cold``
     first reads the flush file ``(path, bytes)`` through, untimed, to push the dataset out of the caches below
     the client, then evicts as ``cold`` does."""
     if not leader:
