@@ -106,6 +106,11 @@ class WorkloadSpec:
     start_method: str = "fork"
 
 
+#: cluster keys added after points were first stored: at these values they are left out of the stored cluster
+#: (a point measured before them keeps its stored bytes)
+CLUSTER_KEYLESS_DEFAULTS: dict[str, Any] = {"points_per_task": 0}
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     """Where and how a point's MPI steps run; :class:`LocalCluster` or :class:`SlurmCluster` by ``executor``."""
@@ -129,7 +134,10 @@ class ClusterSpec:
         out = {}
         for f in fields(ClusterConf):
             default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-            out[f.name] = copy.deepcopy(getattr(self, f.name, default))
+            value = getattr(self, f.name, default)
+            if f.name in CLUSTER_KEYLESS_DEFAULTS and value == CLUSTER_KEYLESS_DEFAULTS[f.name]:
+                continue  # added later, at its default: the stored form stays as earlier ddlio wrote it
+            out[f.name] = copy.deepcopy(value)
         return out
 
     @staticmethod
