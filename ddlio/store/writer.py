@@ -60,17 +60,8 @@ class Store(ClaimsMixin, OutcomesMixin, ObservedMixin, StoreReader):
                 sw.finished_utc, sw.n_completed, sw.n_failed = _now(), completed, failed
 
     def record_submitted(self, point: dict[str, Any], job_id: str, run_dir: str) -> None:
-        with _db_errors(self.url):
-            self._ensure_point(point, status="submitted")
-        with _db_errors(self.url), Session(self.engine) as s, s.begin():
-            row = self._point_row(s, point)
-            if row.status != "completed":
-                row.status = "submitted"
-            row.job_id, row.run_dir, row.job_state = job_id, run_dir, "SUBMITTED"
-            row.pending = True
-            row.attempts = (row.attempts or 0) + 1
-            row.submitted_utc = _now()
-            row.sweep_id = self.sweep_id or row.sweep_id
+        """A point has been handed to the scheduler as job ``job_id`` (its run folder ``run_dir``)."""
+        self.record_submitted_many([(point, job_id, run_dir)])
 
     def record_submitted_many(self, items: Sequence[tuple[dict[str, Any], str, str]]) -> None:
         """:meth:`record_submitted` for several ``(point, job_id, run_dir)`` (one sbatch's points), in one
