@@ -125,3 +125,69 @@ def test_value_overrides_use_the_cache(loader_and_master):
         composer.compose(["format=npz", f"repeat={i}"])
     composer.compose(["hydra.job.name=x"])  # a hydra key: Hydra's own composition
     assert (composer.full, composer.fast) == (2, 4)
+
+
+def _task_dict_of(cfg) -> dict:
+    from hydra_plugins.ddlio_launcher.launcher import task_dict
+
+    return task_dict(cfg)
+
+
+def test_task_equals_hydra_across_one_sweep(loader_and_master):
+    """FastComposer.task (value overrides applied to one working copy and undone) gives each point's task config
+    equal to Hydra's own composition's, key by key and in Hydra's key order, with every point of the sweep sharing
+    one composer; a point it cannot take (Hydra refuses it, a deletion, a hydra key) is None; afterwards each
+    working copy is its composition again, unresolved, key order and all."""
+    from hydra_plugins.ddlio_launcher.compose import FastComposer
+
+    loader, master = loader_and_master
+    composer = FastComposer(loader, master)
+    points = [*_points(), ["stripee=1"], ["+stripe=3"], ["workload.batchsize=2"], ["workload.batch_size=x"],
+                          ["format=npz", "repeat=3", "+format.level=3"], ["+cluster.env.A=1", "cluster.env.A=2"],
+                          ["workload.sample_shape=[8,8,3]", "repeat=-2"], ["++newkey.a.b=1", "++newkey.a.c=2"],
+              ["format.compression=gzip", "format.compression=lzf"]]
+    for overrides in points * 2:  # the second pass reads the cached working copies
+        try:
+            want = _task_dict_of(loader.load_sweep_config(master, list(overrides)))
+        except Exception:
+            want = None
+        got = composer.task(overrides)
+        if want is None or any(o.startswith("~") for o in overrides):
+            assert got is None, overrides
+            continue
+        assert got is not None, overrides
+        assert list(got) == list(want), overrides
+        assert got == want, overrides
+    assert composer.work  # the cache was used
+    for groups, work in composer.work.items():
+        base = OmegaConf.to_container(composer.base[groups], resolve=False)
+        del base["hydra"]
+        assert _flat(work) == _flat(OmegaConf.create(base)) and list(_flat(work)) == list(_flat(OmegaConf.create(base)))
+
+
+def test_task_gives_a_copy(loader_and_master):
+    """Changing what task returned changes no later point's answer."""
+    from hydra_plugins.ddlio_launcher.compose import FastComposer
+
+    loader, master = loader_and_master
+    composer = FastComposer(loader, master)
+    first = composer.task(["repeat=1"])
+    first["workload"]["samples"] = -1
+    first["format"]["name"] = "x"
+    assert composer.task(["repeat=2"]) == {**first, "repeat": 2, "workload": composer.task(["repeat=3"])["workload"],
+                                            "format": composer.task(["repeat=3"])["format"]}
+    assert composer.task(["repeat=2"])["workload"]["samples"] != -1
+
+
+@pytest.mark.parametrize("line", ["repeat=5", "repeat=0", "+a.b=-3", "++x=12", "repeat=007", "repeat=1_000",
+                                  "seed=-0", "nodes=+4", "workload.batch_size=64", "a=1.0", "a=1e3"])
+def test_integer_overrides_parse_as_hydra_parses_them(line):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from hydra_plugins.ddlio_launcher.compose import FastComposer
+
+    composer = FastComposer.__new__(FastComposer)
+    composer.parser, composer._parsed = OverridesParser.create(), {}
+    [want] = OverridesParser.create().parse_overrides([line])
+    assert composer.parse([line]) == [want]
+    assert type(composer.parse([line])[0].value()) is type(want.value())

@@ -27,7 +27,7 @@ from experiments.executors.slurm import check_available, check_runnable
 from experiments.kernel import flush_path
 from experiments.run.driver import launch, new_sweep_id
 from experiments.run.plan import dry_run
-from lustre.fs import fs_info
+from lustre.fs import facts_held, fs_info
 
 
 @dataclass
@@ -46,12 +46,13 @@ def validate_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], c
     note = echo or (lambda m: print(m, file=sys.stderr))
     specs: list[PointSpec] = []
     seen: dict[str, list[str]] = {}
-    for cfg, overrides in composed:
-        try:
-            specs.append(validate(cfg, cwd, overrides))
-        except ConfigError as e:
-            for p in e.problems:
-                seen.setdefault(p, []).append(" ".join(overrides) or "(defaults)")
+    with facts_held():  # file-system facts asked once per path for the whole batch
+        for cfg, overrides in composed:
+            try:
+                specs.append(validate(cfg, cwd, overrides))
+            except ConfigError as e:
+                for p in e.problems:
+                    seen.setdefault(p, []).append(" ".join(overrides) or "(defaults)")
     if seen:
         problems = []
         for p, where in seen.items():
@@ -72,7 +73,8 @@ def validate_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], c
         raise ConfigError(
             f"all points of a sweep go to one store, but db takes {len(dbs)} values: {', '.join(sorted(dbs))}"
         )
-    check_free_space(unique)
+    with facts_held():
+        check_free_space(unique)
     return Batch(specs, unique)
 
 

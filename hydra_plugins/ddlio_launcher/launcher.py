@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +53,16 @@ class DdlioLauncher(Launcher):
         logging.getLogger("optuna").setLevel(logging.WARNING)
         logging.getLogger("hydra_plugins.hydra_optuna_sweeper").setLevel(logging.CRITICAL)
 
-    def _compose(self, overrides: Sequence[str], idx: int) -> DictConfig:
+    def _composer(self) -> Any:
         assert self.hydra_context is not None and self.config is not None
         if self.composer is None:
             from hydra_plugins.ddlio_launcher.compose import FastComposer  # lazy: plugin discovery stays cheap
 
             self.composer = FastComposer(self.hydra_context.config_loader, self.config)
-        cfg = self.composer.compose(overrides)  # Hydra's composition once per set of group choices
+        return self.composer
+
+    def _compose(self, overrides: Sequence[str], idx: int) -> DictConfig:
+        cfg = self._composer().compose(overrides)  # Hydra's composition once per set of group choices
         with open_dict(cfg):
             cfg.hydra.job.id = idx
             cfg.hydra.job.num = idx
@@ -73,24 +77,38 @@ class DdlioLauncher(Launcher):
         assert self.hydra_context is not None and self.task_function is not None and self.config is not None
         setup_globals()
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)  # sweepers write there
-        configs = [self._compose(o, initial_job_idx + i) for i, o in enumerate(job_overrides)]
-        composed = []
         hydra_config = HydraConfig.instance()
-        for cfg in configs:
+        # with no callback but ddlio's own (which read a point's overrides and outcome only), a point is its task
+        # config as plain data: no per-point copy of the composition (FastComposer.task); its Hydra config is
+        # composed only if something reads its JobReturn's cfg
+        eager = not all(isinstance(cb, DdlioSummary) for cb in self.hydra_context.callbacks.callbacks)
+        configs: list[DictConfig | None] = []
+        composed = []
+        for i, o in enumerate(job_overrides):
+            hydra_config.cfg = None  # type: ignore[assignment]  # a ${hydra:} value must not see another point's
+            plain = None if eager else self._task(o)
+            if plain is not None:
+                configs.append(None)
+                composed.append((plain, tuple(o)))
+                continue
+            cfg = self._compose(o, initial_job_idx + i)
             # a value may interpolate ${hydra:...}: then the point's own Hydra node must be set (a deep copy of it,
             # ~40 ms a point under load); unset, such a value fails to resolve and the point is resolved again
-            hydra_config.cfg = None  # type: ignore[assignment]
             OmegaConf.set_readonly(cfg.hydra, True)  # as set_config leaves it
             try:
                 plain = task_dict(cfg)
             except Exception:
                 hydra_config.set_config(cfg)
                 plain = task_dict(cfg)
+            configs.append(cfg)
             composed.append((plain, tuple(cfg.hydra.overrides.task)))
-        if configs:
-            hydra_config.set_config(configs[-1])
-        for cfg in configs:
-            self.hydra_context.callbacks.on_job_start(config=cfg, task_function=self.task_function)
+        if job_overrides:  # Hydra leaves the last point's config set, as its own launcher does
+            last = configs[-1]
+            hydra_config.set_config(last if last is not None else
+                                    self._compose(job_overrides[-1], initial_job_idx + len(job_overrides) - 1))
+        if eager:
+            for cfg in configs:
+                self.hydra_context.callbacks.on_job_start(config=cfg, task_function=self.task_function)
         try:
             outcomes = run_batch(composed, os.getcwd(), tried=self.tried)
         except DdlioError as e:
@@ -112,21 +130,59 @@ class DdlioLauncher(Launcher):
             print("error: every trial of the search failed, so there is no best configuration; their errors are "
                   "in the store (python -m analysis summary)", file=sys.stderr)
             raise SystemExit(1)
-        returns = []
-        for cfg, (_, overrides), outcome in zip(configs, composed, outcomes, strict=True):
-            task_cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
-            ret = JobReturn(overrides=list(overrides), cfg=task_cfg, hydra_cfg=cfg, working_dir=os.getcwd(),
-                            task_name=str(cfg.hydra.job.name), status=JobStatus.COMPLETED,
-                            _return_value=outcome.value)
+        returns: list[JobReturn] = []
+        name, cwd = str(self.config.hydra.job.name), os.getcwd()
+        for i, (cfg, (_, overrides), outcome) in enumerate(zip(configs, composed, outcomes, strict=True)):
+            if cfg is None:
+                ret: JobReturn = PlannedReturn(
+                    partial(self._compose, job_overrides[i], initial_job_idx + i), overrides=list(overrides),
+                    working_dir=cwd, task_name=name, status=JobStatus.COMPLETED, _return_value=outcome.value)
+            else:
+                task_cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+                ret = JobReturn(overrides=list(overrides), cfg=task_cfg, hydra_cfg=cfg, working_dir=cwd,
+                                task_name=name, status=JobStatus.COMPLETED, _return_value=outcome.value)
             self.hydra_context.callbacks.on_job_end(config=cfg, job_return=ret, ddlio_outcome=outcome)
             returns.append(ret)
         return returns
+
+    def _task(self, overrides: Sequence[str]) -> dict[str, Any] | None:
+        """The point's task config as plain data without composing it whole (FastComposer.task), or None."""
+        return self._composer().task(overrides)
 
 
     def _grid(self) -> bool:
         """True when the sweeper is a grid (its batches do not depend on the objectives returned)."""
         target = str(OmegaConf.select(self.config, "hydra.sweeper._target_", default=""))
         return target.endswith((".DdlioSweeper", ".BasicSweeper"))
+
+
+class PlannedReturn(JobReturn):
+    """A point's JobReturn whose ``hydra_cfg`` (and ``cfg``, the task part of it) is composed the first time it is
+    read: a grid of 10,000 points reads none of them, and each would cost a composition."""
+
+    def __init__(self, compose: Callable[[], DictConfig], **fields: Any) -> None:
+        self._compose_point, self._hydra_cfg = compose, None
+        super().__init__(**fields)
+
+    @property  # type: ignore[override]
+    def hydra_cfg(self) -> DictConfig:
+        if self._hydra_cfg is None:
+            self._hydra_cfg = self._compose_point()
+        return self._hydra_cfg
+
+    @hydra_cfg.setter
+    def hydra_cfg(self, value: DictConfig | None) -> None:
+        self._hydra_cfg = value
+
+    @property  # type: ignore[override]
+    def cfg(self) -> DictConfig:
+        hydra_cfg = self.hydra_cfg
+        return OmegaConf.masked_copy(hydra_cfg, [k for k in hydra_cfg if k != "hydra"])
+
+    @cfg.setter
+    def cfg(self, value: DictConfig | None) -> None:
+        if value is not None:
+            raise AttributeError("a planned point's cfg is its hydra_cfg without Hydra's node")
 
 
 def sweeper_problems(config: DictConfig) -> list[str]:
