@@ -80,3 +80,22 @@ def test_batched_claims_submissions_and_releases(tmp_path):
     assert store.record_many(fails) == [True, True, True]
     assert store.record_many(fails) == [False, False, False]  # stored once
     assert {r["status"] for r in store.lookup_many([s.point_key for s in specs]).values()} == {"failed"}
+
+
+def test_progress_counts_a_packed_task_as_one_running_point(tmp_path):
+    """The points of a running array task are measured one at a time: one counts as running, the others as next
+    in their task; queued ones stay queued."""
+    from types import SimpleNamespace
+
+    from experiments.executors.base import Pending
+    from experiments.executors.slurm.wait import progress
+
+    spec = point(tmp_path, "cluster=slurm")
+    live = [Pending(spec, "7_0", tmp_path, state="RUNNING"), Pending(spec, "7_0", tmp_path, state="RUNNING"),
+            Pending(spec, "7_0", tmp_path, state="RUNNING"), Pending(spec, "7_1", tmp_path, state="RUNNING"),
+            Pending(spec, "7_2", tmp_path, state="PENDING", reason="JobArrayTaskLimit")]
+    host = SimpleNamespace(report=SimpleNamespace(completed=4, failed=0))
+    line = progress(live, [], "", host, now=10.0)
+    assert line.startswith("2 running, 2 next in a running task, 1 queued (1 JobArrayTaskLimit: waits"), line
+    assert line.endswith("4 done, 0 failed")
+    assert progress(live[3:], [], "", host, now=10.0).startswith("1 running, 1 queued")

@@ -148,14 +148,20 @@ def wait_jobs(pending: Sequence[Pending], host: Host, held: Sequence[PointSpec] 
 
 def progress(live: Iterable[Pending], held: Sequence[PointSpec], held_reason: str, host: Host, now: float) -> str:
     """``2 running, 3 queued (2 JobArrayTaskLimit: waits, 1 min; 1 Priority: waits, <1 min), 1 held by a limit
-    (QOSMaxSubmitJobPerUserLimit), 4 done, 0 failed``."""
+    (QOSMaxSubmitJobPerUserLimit), 4 done, 0 failed``; points packed into a running array task (one job id)
+    count one running and the rest ``next in a running task``."""
     live = list(live)
     queued = [p for p in live if p.state in WAITING or p.state == "UNKNOWN"]
     by_reason: dict[str, list[float]] = {}
     for p in queued:
         by_reason.setdefault(p.reason or ("submitted" if p.state == "UNKNOWN" else p.state.lower()), []).append(
             now - (p.pending_since or now))
-    parts = [f"{len(live) - len(queued)} running", f"{len(queued)} queued"]
+    # an array task measuring several points (packing.py) runs one at a time: the others wait their turn in it
+    started = [p for p in live if p not in queued]
+    tasks = len({p.job_id for p in started})
+    parts = [f"{tasks} running", f"{len(queued)} queued"]
+    if len(started) > tasks:
+        parts.insert(1, f"{len(started) - tasks} next in a running task")
     if by_reason:
         parts[-1] += " (" + "; ".join(
             f"{len(w)} {r}: {reason_kind(r) if r not in ('submitted', 'pending') else 'waits'}, {fmt_duration(max(w))}"
