@@ -3,24 +3,14 @@ alive), taken and given back by one conditional UPDATE each, atomic on every dat
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
 from ddlio.store.engine import _db_errors
 from ddlio.store.models import Point, _now
-from ddlio.store.rows import RowWriter
-
-#: keys per ``IN (...)`` of a batched statement (below SQLite's oldest limit of 999 bound variables)
-IN_CHUNK = 500
-
-
-def _chunks(keys: Sequence[str]) -> Iterator[list[str]]:
-    for i in range(0, len(keys), IN_CHUNK):
-        yield list(keys[i:i + IN_CHUNK])
+from ddlio.store.rows import RowWriter, _chunks
 
 
 class ClaimsMixin(RowWriter):
@@ -52,25 +42,6 @@ class ClaimsMixin(RowWriter):
                 claim_token=None, claim_host=None, claim_pid=None, claim_utc=None))
 
     # ------------------------------------------------------------------------ a sweep's worth at once
-    def _ensure_points(self, points: Sequence[dict[str, Any]], status: str) -> None:
-        """:meth:`_ensure_point` for many points: the missing rows created in one transaction (one by one when a
-        concurrent driver created some of them first)."""
-        keys = list(dict.fromkeys(p["point_key"] for p in points))
-        with _db_errors(self.url), Session(self.engine) as s:
-            have = {k for chunk in _chunks(keys) for k in s.scalars(
-                select(Point.point_key).where(Point.point_key.in_(chunk)))}
-        missing = list({p["point_key"]: p for p in points if p["point_key"] not in have}.values())
-        if not missing:
-            return
-        try:
-            with _db_errors(self.url), Session(self.engine) as s, s.begin():
-                for p in missing:
-                    self._point_row(s, p).status = status
-        except IntegrityError:
-            with _db_errors(self.url):
-                for p in missing:
-                    self._ensure_point(p, status)
-
     def claim_many(self, points: Sequence[dict[str, Any]], token: str, host: str, pid: int) -> set[str]:
         """:meth:`claim` for many points in one transaction: the keys this driver now holds (those no driver
         held, and those it held already). Each row is taken by the same conditional UPDATE as :meth:`claim`."""

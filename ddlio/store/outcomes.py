@@ -33,9 +33,8 @@ class OutcomesMixin(RowWriter):
         at a sweep's run folders); for each, whether it changed anything."""
         if not records:
             return []
+        self._ensure_points([r["point"] for r in records], "submitted")
         with _db_errors(self.url):
-            for record in records:
-                self._ensure_point(record["point"], status="submitted")
             env_ids = [self._ensure_environment(r["env"]) if r["kind"] == "ddlio.result" and r.get("env") else None
                        for r in records]
         with _db_errors(self.url), Session(self.engine) as s, s.begin():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import select
@@ -14,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ddlio.secrets import mask_any
+from ddlio.store.engine import _db_errors
 from ddlio.store.models import Environment, Point
 
 _CONFIG_COLUMNS = {
@@ -56,6 +58,19 @@ def _json_safe(obj: Any) -> Any:
 
 
 
+#: keys per ``IN (...)`` of a batched statement (below SQLite's oldest limit of 999 bound variables)
+IN_CHUNK = 500
+
+
+def _chunks(keys: Sequence[str]) -> Iterator[list[str]]:
+    for i in range(0, len(keys), IN_CHUNK):
+        yield list(keys[i:i + IN_CHUNK])
+
+
+#: :meth:`RowWriter._point_row` without a row read beforehand: it reads it
+_ASK = object()
+
+
 class RowWriter:
     """The rows every part of the writer (:class:`ddlio.store.Store`) creates: a point's and an environment's."""
 
@@ -73,6 +88,25 @@ class RowWriter:
                 self._point_row(s, p).status = status
         except IntegrityError:
             pass
+
+    def _ensure_points(self, points: Sequence[dict[str, Any]], status: str) -> None:
+        """:meth:`_ensure_point` for many points: the missing rows created in one transaction (one by one when a
+        concurrent driver created some of them first)."""
+        keys = list(dict.fromkeys(p["point_key"] for p in points))
+        with _db_errors(self.url), Session(self.engine) as s:
+            have = {k for chunk in _chunks(keys) for k in s.scalars(
+                select(Point.point_key).where(Point.point_key.in_(chunk)))}
+        missing = list({p["point_key"]: p for p in points if p["point_key"] not in have}.values())
+        if not missing:
+            return
+        with _db_errors(self.url):  # outside: a concurrent driver's row (IntegrityError) is not a store failure
+            try:
+                with Session(self.engine) as s, s.begin():
+                    for p in missing:
+                        self._point_row(s, p, None).status = status  # known missing: no query each
+            except IntegrityError:  # another driver created some of them since: one by one, each its own
+                for p in missing:
+                    self._ensure_point(p, status)
 
     def _ensure_environment(self, env: dict[str, Any]) -> str:
         """The id of ``env``'s row, created if needed in its own transaction (safe against a concurrent driver)."""
@@ -92,8 +126,11 @@ class RowWriter:
             pass
         return env_id
 
-    def _point_row(self, s: Session, p: dict[str, Any]) -> Point:
-        row = s.get(Point, p["point_key"])
+    def _point_row(self, s: Session, p: dict[str, Any], row: Point | object | None = _ASK) -> Point:
+        """The point's row in ``s``, its config columns set from ``p`` (created when missing). ``row``: the row
+        already read (None: known to be missing), so that a sweep's worth of points costs no query each."""
+        if row is _ASK:
+            row = s.get(Point, p["point_key"])
         if row is None:
             row = Point(point_key=p["point_key"], status="submitted", attempts=0)
             s.add(row)

@@ -9,15 +9,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ddlio.secrets import mask
 from ddlio.store.claims import ClaimsMixin
 from ddlio.store.darshan import ObservedMixin
 from ddlio.store.engine import _db_errors, _engine, _parse, default_db
-from ddlio.store.models import SCHEMA_VERSION, Sweep, SweepPoint, _now
+from ddlio.store.models import SCHEMA_VERSION, Point, Sweep, SweepPoint, _now
 from ddlio.store.outcomes import OutcomesMixin
 from ddlio.store.reader import StoreReader
+from ddlio.store.rows import _chunks
 from ddlio.store.schema import check_store, upgrade_schema
 
 
@@ -70,8 +72,12 @@ class Store(ClaimsMixin, OutcomesMixin, ObservedMixin, StoreReader):
             return
         self._ensure_points([p for p, _, _ in items], "submitted")
         with _db_errors(self.url), Session(self.engine) as s, s.begin():
+            keys = list(dict.fromkeys(p["point_key"] for p, _, _ in items))
+            rows = {r.point_key: r for chunk in _chunks(keys)
+                    for r in s.scalars(select(Point).where(Point.point_key.in_(chunk)))}  # a query per 500
             for point, job_id, run_dir in items:
-                row = self._point_row(s, point)
+                row = self._point_row(s, point, rows.get(point["point_key"]))
+                rows[row.point_key] = row
                 if row.status != "completed":
                     row.status = "submitted"
                 row.job_id, row.run_dir, row.job_state = job_id, run_dir, "SUBMITTED"

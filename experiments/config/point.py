@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+from ddlio.plain import copy_plain
 from experiments.config import stored
 from experiments.config.schema import ClusterConf
 from experiments.formats import FORMATS
@@ -247,11 +248,19 @@ class PointSpec:
 
     @property
     def dataset_key(self) -> str:
-        return stored.dataset_key(self)
+        return self._memo("dataset_key", stored.dataset_key)
 
     @property
     def point_key(self) -> str:
-        return stored.point_key(self)
+        return self._memo("point_key", stored.point_key)
+
+    def _memo(self, name: str, compute: Any) -> Any:
+        """``compute(self)``, worked out once: the spec is frozen (a sweep asks a point's keys and stored form
+        dozens of times; each is a canonical JSON dump and a SHA-256)."""
+        memo = self.__dict__.setdefault("_memos", {})
+        if name not in memo:
+            memo[name] = compute(self)
+        return memo[name]
 
     def earlier_keys(self) -> dict[str, str]:
         """The keys an earlier ddlio gave this measurement by an earlier method, each with how that method differs
@@ -260,8 +269,8 @@ class PointSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form (:data:`~experiments.config.stored.STORED_FORM`), with the derived ranks, num_files and
-        keys."""
-        return stored.to_stored(self)
+        keys (a fresh copy each call: the caller may change it)."""
+        return copy_plain(self._memo("stored", stored.to_stored))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PointSpec:

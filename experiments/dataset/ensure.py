@@ -107,13 +107,15 @@ def verify_dataset(plan: DatasetPlan, sizes: np.ndarray) -> tuple[list[dict[str,
     return entries, records
 
 
-def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
-    """Write JSON so that readers see the old file or the whole new one: temp file, fsync, rename."""
+def write_json_atomic(path: str | os.PathLike, obj: Any, durable: bool = True) -> None:
+    """Write JSON so that readers see the old file or the whole new one: temp file, fsync (unless not
+    ``durable``: a note that something durable elsewhere also holds), rename."""
     tmp = f"{path}.tmp.{os.getpid()}"
     with open(tmp, "w") as f:
         json.dump(obj, f, indent=1, sort_keys=True, default=str)
-        f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
 
 

@@ -22,6 +22,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, ValueNode, open_dict
 
+from ddlio.plain import copy_plain
+
 #: ``key=<int>`` (with ``+``/``++``): Hydra parses the integer as ``int`` (tests/test_compose_fast.py checks
 #: the parse against Hydra's); its parse is a copy of the parse of ``key=0`` with the value and text replaced
 _INT_OVERRIDE = re.compile(r"(\+{0,2}[A-Za-z_][A-Za-z0-9_.]*)=(-?(?:0|[1-9][0-9]*))")
@@ -151,7 +153,7 @@ class FastComposer:
             for k in work:
                 k = str(k)
                 if k in cached and k not in touched:
-                    out[k] = _plain_copy(cached[k])
+                    out[k] = copy_plain(cached[k])
                 else:
                     node = work._get_node(k)
                     out[k] = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else work[k]
@@ -235,12 +237,3 @@ def _interpolates(value: Any) -> bool:
     if isinstance(value, list):
         return any(_interpolates(v) for v in value)
     return isinstance(value, str) and "${" in value
-
-
-def _plain_copy(value: Any) -> Any:
-    """A copy of plain data (dicts, lists, scalars): the caller may change what :meth:`FastComposer.task` gave."""
-    if isinstance(value, dict):
-        return {k: _plain_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain_copy(v) for v in value]
-    return value
