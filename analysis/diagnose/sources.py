@@ -41,14 +41,18 @@ def _epoch(point_key: str, epoch: Any, samples: Any, meta_ops: Any, au: Any, ran
     """One epoch's facts from its stored columns (``rank_rows`` as JSON text or parsed)."""
     ranks = _json(rank_rows) or []
     n = max(1, len(ranks))
-
-    def mean(name: str) -> float:
-        return sum(float(r.get(name) or 0.0) for r in ranks) / n
-
+    wall, read, meta, compute, io = [], [], [], [], []  # one pass over the ranks; means as sum() / n
+    for r in ranks:
+        get = r.get
+        wall.append(float(get("wall_time_s") or 0.0))
+        read.append(float(get("read_time_s") or 0.0))
+        meta.append(float(get("meta_time_s") or 0.0))
+        compute.append(float(get("compute_time_s") or 0.0))
+        io.append(float(get("io_time_s") or 0.0))
     return EpochFacts(
         point_key=point_key, epoch=int(epoch), samples=int(samples or 0), meta_ops=int(meta_ops or 0),
-        au=au, wall_s=mean("wall_time_s"), read_s=mean("read_time_s"), meta_s=mean("meta_time_s"),
-        compute_s=mean("compute_time_s"), rank_io_s=[float(r.get("io_time_s") or 0.0) for r in ranks],
+        au=au, wall_s=sum(wall) / n, read_s=sum(read) / n, meta_s=sum(meta) / n, compute_s=sum(compute) / n,
+        rank_io_s=io,
         first_read=None if first_read is None else bool(first_read), cache=cache or "",
         cache_note=cache_note or "")
 
