@@ -189,20 +189,23 @@ def heatmap_frame(best: pd.DataFrame, by: str = "bandwidth_mib_s") -> tuple[pd.D
 
 def latency_frame(points: pd.DataFrame, keys: pd.Series, hists: np.ndarray) -> pd.DataFrame:
     """Read-latency distribution per format/access (plus what else varies among format, access and stripe count):
-    the histograms of the points summed; columns series, bucket, latency_us (bucket's geometric midpoint, µs),
+    the histograms of the points summed (``keys``/``hists`` from :func:`analysis.query.hist_frame`, per point or
+    per configuration); columns series, bucket, latency_us (bucket's geometric midpoint, µs),
     upper_us (bucket's upper edge, µs), reads, fraction, cdf (fraction of reads faster than upper_us). Buckets
     before the first and after the last non-empty one are dropped."""
     cols = ["series", "bucket", "latency_us", "upper_us", "reads", "fraction", "cdf"]
     if points.empty or hists.size == 0:
         return pd.DataFrame(columns=cols)
-    # each point's row in ``hists`` (a hash lookup on object arrays: isin on arrow strings is slow at 100k)
-    row = pd.Index(keys.to_numpy(dtype=object)).get_indexer(points["point_key"].to_numpy(dtype=object))
+    # each point's row in ``hists`` (a hash lookup on object arrays: isin on arrow strings is slow at 100k); rows
+    # are per point, or per configuration when ``keys`` names that column (points then share a row, summed once)
+    by = keys.name if keys.name in points.columns and keys.name != "point_key" else "point_key"
+    row = pd.Index(keys.to_numpy(dtype=object)).get_indexer(points[by].to_numpy(dtype=object))
     pts = points[row >= 0]
     row = row[row >= 0]
     names = series_name(pts, ["format", "access"], exclude=["stripe_size", "sample_size", "workload", "ppn"])
     parts = []
     for name, idx in pts.groupby(names, sort=True).indices.items():
-        h = hists[row[idx]].sum(axis=0)
+        h = hists[np.unique(row[idx])].sum(axis=0)
         nz = np.flatnonzero(h)
         if len(nz) == 0:
             continue

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Text, cast, or_, select
+from sqlalchemy import Text, cast, func, or_, select
 
 from analysis.where import Filter
 from ddlio.identity import config_key, labels
@@ -79,6 +80,47 @@ def summary_frame(store: StoreReader) -> pd.DataFrame:
     return df.reindex(columns=SUMMARY_COLUMNS).reset_index(drop=True)
 
 
+def status_counts(store: StoreReader) -> dict[str, int]:
+    """How many points of the store are in each status (``summary``'s ``status`` counted, in SQL)."""
+    stmt = select(Point.status, func.count()).where(Point.status.is_not(None)).group_by(Point.status)
+    with store.session() as s:
+        return {str(k): int(n) for k, n in s.execute(stmt).all()}
+
+
+def failed_frame(store: StoreReader, completed: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The failed points as :func:`summary_frame` shows them, in its order: ``point_key, label, repeat, error``,
+    the label among all the store's own points, without reading every point's row. ``completed``: every completed
+    point as :func:`analysis_frame` gives it without a filter, when the caller has it (its configs stand for those
+    points'; only the others' configs are read)."""
+    own = or_(Point.source.is_(None), Point.source == "ddlio")  # summary's own points: observed runs keep theirs
+    coder = _Configs()
+    if completed is not None and len(completed) and not _other_sources(store):
+        coder.add(pd.unique(completed["config"].to_numpy(dtype=object)).tolist())  # bare texts: code as themselves
+        rest = select(cast(Point.config, Text)).where(own, Point.status != "completed")
+    else:
+        rest = select(cast(Point.config, Text)).where(own)
+    for rows in _rows(store, rest):
+        coder.add([r[0] for r in rows])
+    stmt = (select(Point.point_key, Point.label, Point.repeat, Point.error, Point.source,
+                   cast(Point.config, Text).label("config"))
+            .where(Point.status == "failed").order_by(Point.submitted_utc, Point.point_key))
+    df = _read_coded(store, stmt, coder)
+    if len(df):
+        _, names = coder.identities()
+        mine = df["source"].isna() | (df["source"] == "ddlio")
+        df["label"] = np.where(mine, names[df["_code"].to_numpy(dtype=np.int64)], df["label"].to_numpy(dtype=object))
+    return df[["point_key", "label", "repeat", "error"]].reset_index(drop=True)
+
+
+def _other_sources(store: StoreReader) -> bool:
+    """Whether completed points come from a source other than ddlio and Darshan (then :func:`analysis_frame`'s
+    points and ``summary``'s own points are not the same completed points)."""
+    stmt = select(func.count()).where(Point.status == "completed", Point.source.is_not(None),
+                                      Point.source.not_in(["ddlio", "darshan"]))
+    with store.session() as s:
+        return bool(s.execute(stmt).scalar())
+
+
 # --------------------------------------------------------------------------------------------- analysis frames
 #: Columns that identify a configuration: points equal in all of them differ only in ``repeat`` (repetitions).
 CONFIG_COLUMNS = [
@@ -118,18 +160,22 @@ def analysis_frame(store: StoreReader, where: str | Filter | None = None) -> pd.
     checked = parse_where(where)
     cols = []
     for name in ANALYSIS_COLUMNS:
-        if name in DERIVED_COLUMNS:
+        if name in DERIVED_COLUMNS or name == "config":
             continue
         col = Point.__table__.columns[name]
-        cols.append(cast(col, Text).label(name) if name in ("format_options", "config") else col)
+        cols.append(cast(col, Text).label(name) if name == "format_options" else col)
     # the sweep's own points: observed runs (imported Darshan logs) are shown beside them, never compared as them
     own = or_(Point.source.is_(None), Point.source != "darshan")
-    stmt = select(*cols).where(Point.status == "completed", own).order_by(Point.point_key)
-    df = _read(store, stmt)
+    # the stored config last: read in slices and coded per configuration as it streams, never held per point
+    stmt = select(*cols, cast(Point.config, Text).label("config")).where(Point.status == "completed", own).order_by(
+        Point.point_key)
+    coder = _Configs()
+    df = _read_coded(store, stmt, coder)
     df["striping_applicable"] = df["striping_applicable"].astype("boolean")
     for c in METRIC_COLUMNS:
         df[c] = df[c].astype("float64")
-    df = with_identity(df, _memory(store) if len(df) else {})
+    df = _with_codes(df, coder, _memory(store) if len(df) else {})
+    df = df[[c for c in ANALYSIS_COLUMNS if c not in DERIVED_COLUMNS] + list(DERIVED_COLUMNS)]  # as stored, then
     return checked.apply(df) if checked else df
 
 
@@ -147,13 +193,59 @@ DERIVED_COLUMNS = ("config_key", "validity", "invalid_reasons")
 def with_identity(df: pd.DataFrame, memory_bytes: dict[str, float] | None = None) -> pd.DataFrame:
     """``df`` (a frame with the stored ``config`` as JSON text) with ``config_key`` (the point without ``repeat``)
     and ``label`` (:func:`ddlio.identity.labels` among all of ``df``'s points) and the validity verdict
-    (:func:`analysis.validity.verdicts`): ``validity`` valid | invalid and ``invalid_reasons`` ("; "-joined)."""
+    (:func:`analysis.validity.verdicts`): ``validity`` valid | invalid and ``invalid_reasons`` ("; "-joined).
+    ``config`` becomes the stored config without its per-point fields (:func:`_bare`), one text per
+    configuration shared by its points."""
+    coder = _Configs()
+    codes = coder.add(df.get("config", pd.Series(dtype=str)).tolist())
+    return _with_codes(df.assign(_code=codes), coder, memory_bytes)
+
+
+def _with_codes(df: pd.DataFrame, coder: _Configs, memory_bytes: dict[str, float] | None) -> pd.DataFrame:
+    """:func:`with_identity` of ``df`` whose configs ``coder`` coded (column ``_code``, dropped here)."""
     from analysis.validity import verdicts  # lazy: validity reads this module's frames
 
-    keys, names = _identities(df.get("config", pd.Series(dtype=str)).tolist())
-    df = df.assign(config_key=keys, label=names)
+    codes = df.pop("_code").to_numpy(dtype=np.int64)
+    keys, names = coder.identities()
+    texts = np.array(coder.texts, dtype=object)
+    df = df.assign(config=pd.Series(texts[codes], index=df.index, dtype=object), config_key=keys[codes],
+                   label=names[codes])
     v = verdicts(df, memory_bytes)
     return df.assign(validity=v["validity"].to_numpy(), invalid_reasons=v["invalid_reasons"].to_numpy())
+
+
+class _Configs:
+    """Stored configs (JSON text) coded per configuration: :meth:`add` gives each text the code of its
+    :func:`_bare` form, so each distinct configuration is kept (and parsed) once, however many points share it."""
+
+    def __init__(self) -> None:
+        self.code: dict[str, int] = {}
+        self.texts: list[str] = []  # each code's text without the per-point fields ("" for a missing config)
+
+    def add(self, texts: list[Any]) -> np.ndarray:
+        """The code of each of ``texts`` (int64), new configurations appended."""
+        out = np.empty(len(texts), dtype=np.int64)
+        code, known = self.code, self.texts
+        for i, t in enumerate(texts):
+            bare = _bare(t) if isinstance(t, str) and t else ""
+            j = code.get(bare)
+            if j is None:
+                j = code[bare] = len(known)
+                known.append(bare)
+            out[i] = j
+        return out
+
+    def parsed(self) -> list[dict[str, Any]]:
+        """Each code's config as a dict (``{}`` for a missing one)."""
+        return [json.loads(t) if t else {} for t in self.texts]
+
+    def identities(self) -> tuple[np.ndarray, np.ndarray]:
+        """(config_key, label) per code; labels among all the coded configurations."""
+        uniq = self.parsed()
+        if not uniq:
+            return np.array([], dtype=object), np.array([], dtype=object)
+        return (np.array([config_key(c) for c in uniq], dtype=object),
+                np.array(labels(uniq), dtype=object))
 
 
 #: the stored config's per-point fields (top level), which no configuration key or label reads: their values
@@ -164,9 +256,30 @@ _PER_POINT = [rf'"{k}": {v}' for k, v in (("repeat", r"-?\d+"), ("point_key", r'
 _MEMBER = [(re.compile(p + ", ?"), re.compile(", ?" + p + r"(?=\s*\}\s*$)")) for p in _PER_POINT]
 
 
+#: the literal that starts each of :data:`_PER_POINT`
+_LITERALS = [f'"{k}": ' for k in ("repeat", "point_key", "dataset_key", "overrides")]
+
+
 def _bare(text: str) -> str:
     """``text`` (a stored config as JSON) without its per-point fields, when each occurs once at most (else the
-    text unchanged: a nested key of the same name is never touched)."""
+    text unchanged: a nested key of the same name is never touched). Each field is found by its literal (a
+    C-speed search, faster here than any one regular expression over the text) and its pattern matched there
+    only; a text naming a field twice takes :func:`_bare_slow`."""
+    out = text
+    for lit, (inner, last) in zip(_LITERALS, _MEMBER, strict=True):
+        pos = out.find(lit)
+        if pos < 0:
+            continue
+        if out.find(lit, pos + 1) >= 0:
+            return _bare_slow(text)
+        m = inner.match(out, pos) or last.search(out, max(0, pos - 2))
+        if m is not None:
+            out = out[:m.start()] + out[m.end():]
+    return out
+
+
+def _bare_slow(text: str) -> str:
+    """:func:`_bare` by substitution over the whole text (for texts in which a field's name occurs twice)."""
     out = text
     for inner, last in _MEMBER:
         stripped, n = inner.subn("", out)
@@ -187,20 +300,11 @@ def _identities(texts: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     """(config_key, label) of each stored config (JSON text) of ``texts``, the labels among all of them; parsed
     once per distinct configuration: the text without the per-point fields (repeat, keys, overrides), which
     neither :func:`ddlio.identity.config_key` nor :func:`ddlio.identity.labels` reads."""
-    code: dict[str, int] = {}
-    uniq: list[dict[str, Any]] = []
-    codes = np.empty(len(texts), dtype=np.int64)
-    for i, t in enumerate(texts):
-        bare = _bare(t) if isinstance(t, str) and t else ""
-        j = code.get(bare)
-        if j is None:
-            j = code[bare] = len(uniq)
-            uniq.append(json.loads(bare) if bare else {})
-        codes[i] = j
+    coder = _Configs()
+    codes = coder.add(texts)
     if not texts:
         return np.array([], dtype=object), np.array([], dtype=object)
-    keys = np.array([config_key(c) for c in uniq], dtype=object)
-    names = np.array(labels(uniq), dtype=object)
+    keys, names = coder.identities()
     return keys[codes], names[codes]
 
 
@@ -234,21 +338,54 @@ def parse_hists(texts: list[str] | pd.Series) -> np.ndarray:
     return out
 
 
-def hist_frame(store: StoreReader, point_keys: list[str] | None = None) -> tuple[pd.Series, np.ndarray]:
-    """Each completed point's read-latency histogram summed over its epochs: (point keys sorted, int64 matrix)."""
+def hist_frame(store: StoreReader, point_keys: list[str] | None = None,
+               by: pd.Series | None = None) -> tuple[pd.Series, np.ndarray]:
+    """Each completed point's read-latency histogram summed over its epochs: (point keys sorted, int64 matrix).
+
+    With ``by`` (a Series from point key to a group, e.g. each point's ``config_key``), the histograms are summed
+    per group instead: (the groups, in order of their first point; their matrix), a row per configuration rather
+    than per point. The epochs are read in slices either way, so the texts never sit in memory at once."""
     stmt = (select(Epoch.point_key, cast(Epoch.hist, Text).label("hist"))
             .join(Point, Point.point_key == Epoch.point_key).where(Point.status == "completed")
             .order_by(Epoch.point_key))
-    df = _read(store, stmt)
-    if point_keys is not None and len(point_keys) < len(df):
-        df = df[df["point_key"].isin(point_keys)]
-    mat = parse_hists(df["hist"].tolist())
-    if len(df) == 0:
-        return pd.Series([], dtype=object, name="point_key"), mat
-    keys = df["point_key"].to_numpy()
-    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
-    summed = mat if len(starts) == len(keys) else np.add.reduceat(mat, starts, axis=0)
-    return pd.Series(keys[starts], name="point_key"), summed
+    wanted = None if point_keys is None else set(point_keys)
+    group_of = None if by is None else dict(zip(by.index, by.to_numpy(), strict=True))
+    names: list[Any] = []  # each row's point key (or group)
+    row_of: dict[Any, int] = {}
+    sums: list[np.ndarray] = []  # per slice: (rows, matrix)
+    rows_idx: list[np.ndarray] = []
+    width = 0
+    for rows in _rows(store, stmt):
+        if wanted is not None:
+            rows = [r for r in rows if r[0] in wanted]
+        if not rows:
+            continue
+        mat = parse_hists([r[1] for r in rows])
+        idx = np.empty(len(rows), dtype=np.int64)
+        for i, r in enumerate(rows):
+            name = r[0] if group_of is None else group_of.get(r[0])
+            j = row_of.get(name)
+            if j is None:
+                j = row_of[name] = len(names)
+                names.append(name)
+            idx[i] = j
+        width = max(width, mat.shape[1])
+        sums.append(mat)
+        rows_idx.append(idx)
+    out = np.zeros((len(names), width), dtype=np.int64)
+    for idx, mat in zip(rows_idx, sums, strict=True):  # each slice's rows summed per row of ``out``
+        order = np.argsort(idx, kind="stable")
+        idx = idx[order]
+        starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
+        out[idx[starts], : mat.shape[1]] += np.add.reduceat(mat[order], starts, axis=0)
+    name = "point_key" if by is None else (by.name or "group")
+    return pd.Series(names, dtype=object, name=name), out
+
+
+def per_configuration(points: pd.DataFrame) -> pd.Series:
+    """Each point's ``config_key`` by point key (for :func:`hist_frame`'s ``by``: a histogram per configuration)."""
+    return pd.Series(points["config_key"].to_numpy(dtype=object), index=points["point_key"].to_numpy(dtype=object),
+                     name="config_key")
 
 
 def environments_frame(store: StoreReader) -> pd.DataFrame:
@@ -267,3 +404,44 @@ def _read(store: StoreReader, stmt: Any) -> pd.DataFrame:
             return pd.read_sql_query(sql, conn.connection.driver_connection)
     with store.engine.connect() as conn:
         return pd.read_sql(stmt, conn)
+
+
+#: rows per slice when a query is read in slices (bounded memory whatever the store's size)
+SLICE_ROWS = 50_000
+
+
+def _rows(store: StoreReader, stmt: Any, size: int = SLICE_ROWS) -> Iterator[list[tuple[Any, ...]]]:
+    """``stmt``'s rows in slices of ``size`` tuples; on SQLite through the driver's own cursor (no row objects),
+    elsewhere through a streamed result."""
+    if store.engine.dialect.name == "sqlite":
+        sql = str(stmt.compile(dialect=store.engine.dialect, compile_kwargs={"literal_binds": True}))
+        with store.engine.connect() as conn:
+            cur = conn.connection.driver_connection.cursor()
+            try:
+                cur.execute(sql)
+                while rows := cur.fetchmany(size):
+                    yield rows
+            finally:
+                cur.close()
+        return
+    with store.engine.connect() as conn:
+        for part in conn.execution_options(stream_results=True).execute(stmt).partitions(size):
+            yield [tuple(r) for r in part]
+
+
+def _read_coded(store: StoreReader, stmt: Any, coder: _Configs) -> pd.DataFrame:
+    """``stmt`` (whose last column is the stored config as text) as a frame of its other columns plus ``_code``
+    (:meth:`_Configs.add`), read in slices: no point's config text outlives its slice. Each column's type is the
+    one a single read gives (:func:`pandas.DataFrame.from_records` of all rows)."""
+    names = [c.name for c in stmt.selected_columns][:-1]
+    parts, codes = [], []
+    for rows in _rows(store, stmt):
+        codes.append(coder.add([r[-1] for r in rows]))
+        parts.append(pd.DataFrame.from_records([r[:-1] for r in rows], columns=names, coerce_float=True))
+    if not parts:
+        return pd.DataFrame.from_records([], columns=names, coerce_float=True).assign(_code=np.zeros(0, np.int64))
+    df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    for c in names:  # a column whose type differs between slices (e.g. all empty in one) is typed as one read
+        if len({str(p[c].dtype) for p in parts}) > 1:
+            df[c] = pd.DataFrame.from_records([(v,) for v in df[c].tolist()], columns=[c], coerce_float=True)[c]
+    return df.assign(_code=np.concatenate(codes))

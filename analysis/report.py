@@ -18,14 +18,23 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Text, cast, select
+from sqlalchemy import Text, cast, func, select
 
 from analysis import frames as F
 from analysis import guidelines as G
 from analysis.diagnose.cli import report_section as diagnosis_section
-from analysis.figures import build_figures, png_bytes
+from analysis.figures import plan_figures, render_png
 from analysis.outputs import check_file, mark_html, write_file
-from analysis.query import analysis_frame, environments_frame, hist_frame, observed_frame, parse_where, summary_frame
+from analysis.query import (
+    analysis_frame,
+    environments_frame,
+    failed_frame,
+    hist_frame,
+    observed_frame,
+    parse_where,
+    per_configuration,
+    status_counts,
+)
 from analysis.report_sections import answers_section, readable, validity_section
 from ddlio.secrets import mask
 from ddlio.store import Point, StoreReader, Sweep, describe, open_store_for_reading
@@ -86,9 +95,11 @@ def sweeps_frame(store: StoreReader) -> pd.DataFrame:
 
 def layouts_frame(store: StoreReader) -> pd.DataFrame:
     """File systems and Lustre layouts of the completed points: fs_type, striping applicable, requested and applied
-    layout (JSON), the reason when not applied, and how many points share it."""
-    stmt = select(Point.fs_type, Point.striping_applicable, cast(Point.layout, Text).label("layout")).where(
-        Point.status == "completed")
+    layout (JSON), the reason when not applied, and how many points share it. Counted in SQL per stored layout
+    text, then each distinct text is read once."""
+    stmt = select(Point.fs_type, Point.striping_applicable, cast(Point.layout, Text).label("layout"),
+                  func.count().label("_n")).where(Point.status == "completed").group_by(
+        Point.fs_type, Point.striping_applicable, cast(Point.layout, Text))
     with store.engine.connect() as conn:
         df = pd.read_sql(stmt, conn)
     rows = []
@@ -99,9 +110,10 @@ def layouts_frame(store: StoreReader) -> pd.DataFrame:
                      "applied": json.dumps(lay.get("applied", {}), sort_keys=True), "reason": lay.get("reason", "")})
     df = pd.concat([df.drop(columns="layout"), pd.DataFrame(rows, index=df.index)], axis=1)
     if df.empty:
-        return df.assign(points=pd.Series(dtype="int64"))
+        return df.drop(columns="_n").assign(points=pd.Series(dtype="int64"))
     keys = ["fs_type", "striping_applicable", "requested", "applied", "reason"]
-    return df.fillna({"fs_type": "unknown"}).groupby(keys, dropna=False).size().rename("points").reset_index()
+    return (df.fillna({"fs_type": "unknown"}).groupby(keys, dropna=False)["_n"].sum().astype("int64")
+            .rename("points").reset_index())
 
 
 def provenance_frame(store: StoreReader) -> pd.DataFrame:
@@ -124,14 +136,13 @@ def build_report(store: StoreReader, where: str | None = None, title: str = "ddl
                  db_name: str = "") -> str:
     """The whole report as one HTML string (figures embedded as base64 PNG)."""
     points = analysis_frame(store, where)
-    summary = summary_frame(store)
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
              f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    counts = summary["status"].value_counts().to_dict() if len(summary) else {}
+    counts = status_counts(store)  # summary's statuses, counted in SQL: no second read of every point
     parts.append(f"<p class='note'>Generated {now} from <code>{html.escape(db_name)}</code>"
                  + (f", filter <code>{html.escape(where)}</code>" if where else "")
-                 + f". Points in the store: {len(summary)} ("
+                 + f". Points in the store: {_n_points(store)} ("
                  + ", ".join(f"{n} {html.escape(str(k))}" for k, n in sorted(counts.items()))
                  + f"); {len(points)} completed points analysed.</p>")
     st = G.Settings()
@@ -140,8 +151,9 @@ def build_report(store: StoreReader, where: str | None = None, title: str = "ddl
     parts += answers_section(lay, fmt, st.metric, invalid_note) if len(points) else []
     parts += _figures_section(store, points)
     parts += _guidelines_section(store, points, st, (lay, fmt, stmts))
-    parts += _swept_section(store, points, summary)
-    parts.append(diagnosis_section(store, where))  # the diagnosis: its own package (analysis.diagnose)
+    parts += _swept_section(store, points, failed_frame(store, None if where else points))
+    # the diagnosis: its own package (analysis.diagnose); with a filter, of the points read here
+    parts.append(diagnosis_section(store, where, points if where else None))
     parts.append("<h2>Provenance</h2><h3>Environments</h3>")
     parts.append(html_table(provenance_frame(store)))
     parts.append("<h3>File systems and stripe layouts</h3>")
@@ -150,7 +162,13 @@ def build_report(store: StoreReader, where: str | None = None, title: str = "ddl
     return "".join(parts)
 
 
-def _swept_section(store: StoreReader, points: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
+def _n_points(store: StoreReader) -> int:
+    """Every point of the store (any status, observed runs too)."""
+    with store.session() as s:
+        return int(s.execute(select(func.count()).select_from(Point)).scalar() or 0)
+
+
+def _swept_section(store: StoreReader, points: pd.DataFrame, failed: pd.DataFrame) -> list[str]:
     """What was swept: the sweeps, the configurations (mean of repetitions), observed runs and failed points."""
     parts = ["<h2>What was swept</h2>"]
     sw = sweeps_frame(store)
@@ -179,7 +197,6 @@ def _swept_section(store: StoreReader, points: pd.DataFrame, summary: pd.DataFra
                      "Darshan derives agg_perf_by_slowest, read and written bytes), beside the sweep's points; "
                      "they are not part of the guidelines or the figures' comparisons.</p>")
         parts.append(html_table(obs.head(MAX_CONFIG_ROWS)))
-    failed = summary[summary["status"] == "failed"]
     if len(failed):
         f = failed[["label", "repeat", "error"]].copy()
         f["error"] = f["error"].fillna("").str.split("\n").str[0].str.slice(0, 200)
@@ -232,21 +249,23 @@ def _guidelines_section(store: StoreReader, points: pd.DataFrame, st: G.Settings
 def _figures_section(store: StoreReader, points: pd.DataFrame) -> list[str]:
     """The figures, embedded as base64 PNG (or why each was not drawn)."""
     parts = ["<h2>Figures</h2>"]
-    keys, hists = hist_frame(store, points["point_key"].tolist())
-    drawn = list(build_figures(points, keys, hists))
+    keys, hists = hist_frame(store, points["point_key"].tolist(), by=per_configuration(points))
+    jobs = plan_figures(points, keys, hists)
+    images = render_png(jobs)  # drawn in worker processes, as the figures command draws them
     # many per-format figures of few bars each: the overview (small multiples, one scale) stands for them
-    per_format = [d for d in drawn if d.name.startswith("config_") and d.figure is not None]
-    fold = any(d.name == "overview_bandwidth" for d in drawn) and len(per_format) > 2 and \
+    per_format = [j.name for j in jobs if j.name.startswith("config_") and j.draw is not None]
+    fold = any(j.name == "overview_bandwidth" for j in jobs) and len(per_format) > 2 and \
         F.configs(points).groupby("format").size().max() <= 4
     folded = []
-    for d in drawn:
-        if d.figure is None:
-            parts.append(f"<p class='note'>Not drawn: {html.escape(d.caption)}: {html.escape(d.skipped or '')}</p>")
+    for job, png in zip(jobs, images, strict=True):
+        if png is None:
+            parts.append(f"<p class='note'>Not drawn: {html.escape(job.caption)}: "
+                         f"{html.escape(job.skipped or '')}</p>")
             continue
-        b64 = base64.b64encode(png_bytes(d.figure)).decode("ascii")
-        fig = (f"<figure id='{html.escape(d.name)}'><img alt='{html.escape(d.caption)}' "
-               f"src='data:image/png;base64,{b64}'><figcaption>{html.escape(d.caption)}</figcaption></figure>")
-        (folded if fold and d in per_format else parts).append(fig)
+        b64 = base64.b64encode(png).decode("ascii")
+        fig = (f"<figure id='{html.escape(job.name)}'><img alt='{html.escape(job.caption)}' "
+               f"src='data:image/png;base64,{b64}'><figcaption>{html.escape(job.caption)}</figcaption></figure>")
+        (folded if fold and job.name in per_format else parts).append(fig)
     if folded:
         parts.append(f"<details><summary>Each format's IOPS, I/O time and runtime ({len(folded)} figures)</summary>"
                      + "".join(folded) + "</details>")

@@ -194,6 +194,60 @@ def test_analysis_frame_reads_completed_points_and_filters(tmp_path):
     assert hists.shape == (2, 160) and hists.sum(axis=1).tolist() == [64, 64]
 
 
+def test_histograms_per_configuration_are_the_sums_of_their_points(tmp_path):
+    from analysis.query import per_configuration
+
+    rows = [dict(stripe_count=c, repeat=r, bandwidth=100.0 + r, hist_bucket=50 + 10 * c + r)
+            for c in (1, 4) for r in range(3)]
+    store = build_store(tmp_path, rows)
+    pts = analysis_frame(store)
+    keys, hists = hist_frame(store, pts["point_key"].tolist())
+    ckeys, chists = hist_frame(store, pts["point_key"].tolist(), by=per_configuration(pts))
+    assert len(keys) == 6 and len(ckeys) == 2 and ckeys.name == "config_key"
+    of = dict(zip(pts["point_key"], pts["config_key"], strict=True))
+    for i, ck in enumerate(ckeys):
+        mine = [j for j, k in enumerate(keys) if of[k] == ck]
+        assert len(mine) == 3 and chists[i].tolist() == hists[mine].sum(axis=0).tolist()
+    assert_frame_equal(F.latency_frame(pts, keys, hists), F.latency_frame(pts, ckeys, chists))
+    some = pts["point_key"].tolist()[:2]  # a subset (as --where leaves): only its points are summed
+    sk, sh = hist_frame(store, some, by=per_configuration(pts))
+    assert int(sh.sum()) == int(hists[[keys.tolist().index(k) for k in some]].sum())
+
+
+def test_bare_config_is_the_same_by_literal_search_as_by_substitution():
+    from analysis.query import _bare, _bare_slow
+
+    base = {"format": "hdf5", "repeat": 3, "cluster": {"name": "slurm"}, "overrides": ["a=1", 'b="x"'],
+            "dataset_key": "d01", "samples": 8, "point_key": "00ff"}
+    keys = list(base)
+    texts = [json.dumps(base), json.dumps({k: base[k] for k in reversed(keys)}), json.dumps({"repeat": 1}),
+             json.dumps({**base, "cluster": {"repeat": 2}}), json.dumps({"a": 1, "repeat": "x"}), "{}",
+             json.dumps({k: base[k] for k in keys if k != "overrides"}),
+             json.dumps({k: base[k] for k in ["format", "samples", "repeat", "point_key"]})]
+    for t in texts:
+        assert _bare(t) == _bare_slow(t)
+    assert json.loads(_bare(texts[0])) == {"format": "hdf5", "cluster": {"name": "slurm"}, "samples": 8}
+    twice = json.dumps({**base, "cluster": {"repeat": 2, "x": 1}})  # "repeat" twice as a member: left as it is
+    assert _bare(twice) == _bare_slow(twice) == twice
+
+
+def test_failed_points_are_labelled_as_summary_labels_them(tmp_path):
+    from analysis.query import failed_frame, status_counts, summary_frame
+
+    store = build_store(tmp_path, [dict(stripe_count=1, repeat=0, bandwidth=100.0),
+                                   dict(stripe_count=4, repeat=0, bandwidth=200.0, format="npz")])
+    with sqlite3.connect(tmp_path / "r.db") as conn:  # one of them failed
+        conn.execute("UPDATE points SET status = 'failed', error = 'boom' WHERE format = 'npz'")
+    summary = summary_frame(store)
+    want = summary[summary["status"] == "failed"][["point_key", "label", "repeat", "error"]].reset_index(drop=True)
+    for completed in (None, analysis_frame(store)):
+        got = failed_frame(store, completed)
+        assert got["label"].tolist() == want["label"].tolist()
+        assert got["label"].iloc[0].startswith("npz/shared 1N-1P-4OST")
+        assert got["point_key"].tolist() == want["point_key"].tolist() and got["error"].tolist() == ["boom"]
+    assert status_counts(store) == {"completed": 1, "failed": 1}
+
+
 # ----------------------------------------------------------------------------------------------- guidelines
 
 

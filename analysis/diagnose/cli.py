@@ -13,6 +13,7 @@ import argparse
 import hashlib
 import sys
 from pathlib import Path
+from typing import Any
 
 from analysis.diagnose import Diagnosis, diagnose_subject
 from analysis.diagnose.model import Level
@@ -38,26 +39,30 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log", nargs="+", metavar="LOG", help="diagnose these Darshan logs instead of the store")
 
 
-def collect(store: StoreReader, where: str | None = None, t: Thresholds | None = None) -> list[Diagnosis]:
-    """The diagnoses of the store's configurations (completed points matching ``where``) and observed runs."""
+def collect(store: StoreReader, where: str | None = None, t: Thresholds | None = None,
+            points: Any = None) -> list[Diagnosis]:
+    """The diagnoses of the store's configurations (completed points matching ``where``) and observed runs.
+    ``points``: those points, when the caller has read them already (:func:`analysis.query.analysis_frame` with
+    ``where``); without a filter, the completed points are chosen in SQL and the frame is not read at all."""
     from analysis.diagnose.sources import emulated_subjects, observed_keys, observed_subjects  # lazy: the store
     from analysis.query import analysis_frame, parse_where  # lazy: pandas-backed queries
 
-    points = analysis_frame(store, where)
-    subjects = emulated_subjects(store, points["point_key"].tolist())
-    observed = observed_subjects(store)
     checked = parse_where(where)
+    if points is None and checked is not None:
+        points = analysis_frame(store, checked)
+    subjects = emulated_subjects(store, None if points is None else points["point_key"].tolist())
+    observed = observed_subjects(store)
     if checked is not None and observed:
         keep = observed_keys(store, checked)
         observed = [o for o in observed if o.key in keep]
     return [diagnose_subject(s, t) for s in [*subjects, *observed]]
 
 
-def report_section(store: StoreReader, where: str | None = None) -> str:
-    """The report's diagnosis section (HTML), with the default thresholds."""
+def report_section(store: StoreReader, where: str | None = None, points: Any = None) -> str:
+    """The report's diagnosis section (HTML), with the default thresholds (``points`` as :func:`collect` takes)."""
     from analysis.diagnose.render import to_html_section  # lazy: output formats
 
-    return to_html_section(collect(store, where))
+    return to_html_section(collect(store, where, points=points))
 
 
 def from_logs(logs: list[str], t: Thresholds) -> list[Diagnosis]:

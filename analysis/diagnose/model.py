@@ -44,9 +44,10 @@ class Finding:
         return d
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class EpochFacts:
-    """One epoch of an emulated point: seconds are means over ranks unless named slowest/fastest."""
+    """One epoch of an emulated point: seconds are means over ranks unless named slowest/fastest. Slotted: a
+    diagnosis holds one per epoch of the store."""
 
     point_key: str
     epoch: int

@@ -9,11 +9,13 @@ was imported (``diagnose``), or read again from the log for runs imported before
 
 from __future__ import annotations
 
+import collections
+import functools
 import json
 import os
 from typing import Any
 
-from sqlalchemy import Text, cast, select
+from sqlalchemy import Text, cast, or_, select
 
 from analysis.diagnose.model import EpochFacts, Subject
 from analysis.where import Filter
@@ -34,19 +36,25 @@ def _json(v: Any) -> Any:
     return json.loads(v) if isinstance(v, str) else v
 
 
-def _epoch(point_key: str, e: Any) -> EpochFacts:
-    ranks = _json(e.rank_rows) or []
+def _epoch(point_key: str, epoch: Any, samples: Any, meta_ops: Any, au: Any, rank_rows: Any, first_read: Any,
+           cache: Any, cache_note: Any) -> EpochFacts:
+    """One epoch's facts from its stored columns (``rank_rows`` as JSON text or parsed)."""
+    ranks = _json(rank_rows) or []
     n = max(1, len(ranks))
-
-    def mean(name: str) -> float:
-        return sum(float(r.get(name) or 0.0) for r in ranks) / n
-
+    wall, read, meta, compute, io = [], [], [], [], []  # one pass over the ranks; means as sum() / n
+    for r in ranks:
+        get = r.get
+        wall.append(float(get("wall_time_s") or 0.0))
+        read.append(float(get("read_time_s") or 0.0))
+        meta.append(float(get("meta_time_s") or 0.0))
+        compute.append(float(get("compute_time_s") or 0.0))
+        io.append(float(get("io_time_s") or 0.0))
     return EpochFacts(
-        point_key=point_key, epoch=int(e.epoch), samples=int(e.samples or 0), meta_ops=int(e.meta_ops or 0),
-        au=e.au, wall_s=mean("wall_time_s"), read_s=mean("read_time_s"), meta_s=mean("meta_time_s"),
-        compute_s=mean("compute_time_s"), rank_io_s=[float(r.get("io_time_s") or 0.0) for r in ranks],
-        first_read=None if e.first_read is None else bool(e.first_read), cache=e.cache or "",
-        cache_note=e.cache_note or "")
+        point_key=point_key, epoch=int(epoch), samples=int(samples or 0), meta_ops=int(meta_ops or 0),
+        au=au, wall_s=sum(wall) / n, read_s=sum(read) / n, meta_s=sum(meta) / n, compute_s=sum(compute) / n,
+        rank_io_s=io,
+        first_read=None if first_read is None else bool(first_read), cache=cache or "",
+        cache_note=cache_note or "")
 
 
 def _applied(layout: dict[str, Any] | None, striping: bool | None) -> tuple[int | None, int | None]:
@@ -58,69 +66,108 @@ def _applied(layout: dict[str, Any] | None, striping: bool | None) -> tuple[int 
     return int(applied["stripe_count"]), int(applied.get("stripe_size") or 0) or None
 
 
-def _sum(rows: list[Any], name: str) -> int | None:
-    vals = [getattr(r, name) for r in rows]
-    return None if any(v is None for v in vals) else int(sum(vals))
+@functools.lru_cache(maxsize=4096)
+def _size_hist(text: str) -> tuple[int, ...]:
+    """A stored ``posix_size_hist`` (JSON text) as counts (repeated texts parsed once)."""
+    return tuple(int(v) for v in (json.loads(text) or []))
 
 
-def _configuration(key: str, rows: list[Any], epochs: dict[str, list[EpochFacts]]) -> Subject:
-    first = rows[0]
+class _Group:
+    """One configuration's points as they stream past: the first point's row, the keys, the running sums."""
+
+    _SUMS = ("posix_reads", "bytes_read", "posix_bytes_read", "os_read_bytes")
+
+    def __init__(self, first: Any) -> None:
+        self.first = first
+        self.points: list[str] = []
+        self.hist = [0] * 10
+        self.sums: dict[str, int | None] = dict.fromkeys(self._SUMS, 0)  # None once a point lacks the figure
+        self.epochs: list[EpochFacts] = []
+
+    def add(self, r: Any) -> None:
+        self.points.append(r.point_key)
+        h = r.posix_size_hist
+        for k, v in enumerate((_size_hist(h) if isinstance(h, str) else (h or [])) or []):
+            self.hist[k] += int(v)
+        for name in self._SUMS:
+            v, total = getattr(r, name), self.sums[name]
+            self.sums[name] = None if v is None or total is None else total + v
+
+
+def _configuration(key: str, g: _Group) -> Subject:
+    first = g.first
     cfg = _json(first.config) or {}
-    hist = [0] * 10
-    for r in rows:
-        for k, v in enumerate(_json(r.posix_size_hist) or []):
-            hist[k] += int(v)
+    hist = g.hist
     stripe_count, stripe_size = _applied(_json(first.layout), first.striping_applicable)
     files = int(first.num_files or 0)
     disk = ((_json(first.result) or {}).get("dataset") or {}).get("disk_bytes")
-    reads = _sum(rows, "posix_reads") or 0
+    total = {k: None if v is None else int(v) for k, v in g.sums.items()}
+    reads = total["posix_reads"] or 0
     return Subject(
-        kind="configuration", key=key, label=first.label, points=[r.point_key for r in rows],
+        kind="configuration", key=key, label=first.label, points=g.points,
         ranks=int(first.ranks or 0), access=first.access, format=first.format,
         format_options=_json(first.format_options) or {}, shuffle=str(cfg.get("shuffle", "none")),
         sample_size=int(first.sample_size or 0), num_files=files,
         file_bytes=int(disk / files) if disk and files else int(first.sample_size or 0) * int(first.samples_per_file),
-        reads=reads, small_reads=sum(hist[:5]), app_bytes=_sum(rows, "bytes_read"),
-        fs_bytes=_sum(rows, "posix_bytes_read"), storage_bytes=_sum(rows, "os_read_bytes"),
+        reads=reads, small_reads=sum(hist[:5]), app_bytes=total["bytes_read"],
+        fs_bytes=total["posix_bytes_read"], storage_bytes=total["os_read_bytes"],
         shared_reads=reads if first.access == "shared" else 0,
         shared_small_reads=sum(hist[:5]) if first.access == "shared" else 0,
         stripe_count=stripe_count, stripe_size=stripe_size, alignment=stripe_size,
-        epochs=[e for r in rows for e in epochs.get(r.point_key, [])], cache_policy=first.cache_policy or "",
+        epochs=g.epochs, cache_policy=first.cache_policy or "",
     )
 
 
-def emulated_subjects(store: StoreReader, keys: list[str]) -> list[Subject]:
-    """One subject per configuration among the completed points ``keys``, in the order of their first point."""
-    cols = (Point.point_key, Point.label, cast(Point.config, Text).label("config"), Point.layout, Point.result,
-            Point.striping_applicable,
-            Point.ranks, Point.access, Point.format, Point.format_options, Point.sample_size, Point.samples_per_file,
-            Point.num_files, Point.posix_reads, Point.posix_size_hist, Point.bytes_read, Point.posix_bytes_read,
-            Point.os_read_bytes, Point.cache_policy)
-    wanted = set(keys)
-    with store.session() as s:
-        rows = [r for r in s.execute(select(*cols).order_by(Point.point_key)) if r.point_key in wanted]
-        ecols = (Epoch.point_key, Epoch.epoch, Epoch.samples, Epoch.meta_ops, Epoch.au, Epoch.rank_rows,
-                 Epoch.first_read, Epoch.cache, Epoch.cache_note)
-        erows = [e for e in s.execute(select(*ecols).order_by(Epoch.point_key, Epoch.epoch))
-                 if e.point_key in wanted]
-    epochs: dict[str, list[EpochFacts]] = {}
-    for e in erows:
-        epochs.setdefault(e.point_key, []).append(_epoch(e.point_key, e))
-    from analysis.query import _bare  # lazy: pandas-backed module
+#: a point's columns a diagnosis reads (JSON columns as text: parsed once per configuration, or per repeated text)
+_POINT_COLUMNS = ("point_key", "label", "config", "layout", "result", "striping_applicable", "ranks", "access",
+                  "format", "format_options", "sample_size", "samples_per_file", "num_files", "posix_reads",
+                  "posix_size_hist", "bytes_read", "posix_bytes_read", "os_read_bytes", "cache_policy")
+_JSON_COLUMNS = ("config", "layout", "result", "format_options", "posix_size_hist")
+_Row = collections.namedtuple("_Row", _POINT_COLUMNS)
 
-    groups: dict[str, list[Any]] = {}
+
+def emulated_subjects(store: StoreReader, keys: list[str] | None = None) -> list[Subject]:
+    """One subject per configuration among the completed points ``keys`` (None: every completed point of the
+    sweeps, not observed runs), in the order of their first point. Points and epochs are read in slices and
+    folded into their configuration as they pass: no point's stored config or epoch row is kept, only its facts."""
+    from analysis.query import _bare, _rows  # lazy: pandas-backed module
+
+    cols = [cast(Point.__table__.columns[c], Text).label(c) if c in _JSON_COLUMNS else Point.__table__.columns[c]
+            for c in _POINT_COLUMNS]
+    stmt = select(*cols).order_by(Point.point_key)
+    if keys is None:
+        stmt = stmt.where(Point.status == "completed", or_(Point.source.is_(None), Point.source != "darshan"))
+    wanted = None if keys is None else set(keys)
+    groups: dict[str, _Group] = {}
+    group_of: dict[str, _Group] = {}  # point key -> its configuration
     known: dict[str, str] = {}  # a config without its per-point fields -> its key: parsed once per configuration
-    for r in rows:
-        if isinstance(r.config, str):
-            bare = _bare(r.config)
-            key = known.get(bare)
-            if key is None:
-                key = known[bare] = configuration_key(json.loads(bare) if bare else {})
-        else:
-            key = configuration_key(r.config or {})
-        groups.setdefault(key, []).append(r)
-    subjects = [_configuration(k, g, epochs) for k, g in groups.items()]
-    names = identity.labels([_json(g[0].config) or {} for g in groups.values()])
+    for rows in _rows(store, stmt):
+        for t in rows:
+            if wanted is not None and t[0] not in wanted:
+                continue
+            r = _Row(*t)
+            if isinstance(r.config, str):
+                bare = _bare(r.config)
+                key = known.get(bare)
+                if key is None:
+                    key = known[bare] = configuration_key(json.loads(bare) if bare else {})
+            else:
+                key = configuration_key(r.config or {})
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = _Group(r)
+            g.add(r)
+            group_of[r.point_key] = g
+    estmt = select(Epoch.point_key, Epoch.epoch, Epoch.samples, Epoch.meta_ops, Epoch.au,
+                   cast(Epoch.rank_rows, Text).label("rank_rows"), Epoch.first_read, Epoch.cache,
+                   Epoch.cache_note).order_by(Epoch.point_key, Epoch.epoch)
+    for rows in _rows(store, estmt):  # in point then epoch order: each configuration's epochs in its points' order
+        for e in rows:
+            g = group_of.get(e[0])
+            if g is not None:
+                g.epochs.append(_epoch(*e))
+    subjects = [_configuration(k, g) for k, g in groups.items()]
+    names = identity.labels([_json(g.first.config) or {} for g in groups.values()])
     for subject, name in zip(subjects, names, strict=True):
         subject.label = name  # every knob in which the configurations shown together differ
     return subjects

@@ -18,12 +18,12 @@ from analysis.figures.config_bars import draw_config_bars
 from analysis.figures.heatmap import draw_heatmap
 from analysis.figures.latency import draw_latency
 from analysis.figures.registry import FIGURES
-from analysis.figures.render import build_figures, plan_figures, png_bytes, render, save
+from analysis.figures.render import build_figures, plan_figures, png_bytes, render, render_png, save
 from analysis.figures.scaling import draw_scaling
 from analysis.figures.stripe import draw_stripe
 
 __all__ = [
     "FIGURES", "MAX_TRACES", "MAX_TRACE_RANKS", "Drawn", "FigureJob", "Inputs", "build_figures",
     "draw_access_pattern", "draw_amplification", "draw_config_bars", "draw_heatmap", "draw_latency", "draw_scaling",
-    "draw_stripe", "main", "plan_figures", "png_bytes", "render", "save", "setup_parser",
+    "draw_stripe", "main", "plan_figures", "png_bytes", "render", "render_png", "save", "setup_parser",
 ]

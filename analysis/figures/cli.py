@@ -6,7 +6,7 @@ import argparse
 
 from analysis.figures.render import plan_figures, render
 from analysis.outputs import check_dir, check_dir_names, record_names
-from analysis.query import analysis_frame, hist_frame, parse_where
+from analysis.query import analysis_frame, hist_frame, parse_where, per_configuration
 from ddlio.store import open_store_for_reading
 
 
@@ -26,7 +26,7 @@ def main(args: argparse.Namespace) -> int:
     out = check_dir(args.out, args.force)  # before any work
     store = open_store_for_reading(args.db)
     points = analysis_frame(store, where)
-    keys, hists = hist_frame(store, points["point_key"].tolist())
+    keys, hists = hist_frame(store, points["point_key"].tolist(), by=per_configuration(points))
     jobs = plan_figures(points, keys, hists)
     names = [f"{j.name}.{fmt}" for j in jobs if j.draw is not None for fmt in ("png", args.vector)]
     check_dir_names(out, names, args.force)  # before any figure is drawn

@@ -1,5 +1,6 @@
 """Planning, drawing and saving: :func:`plan_figures` asks every figure of the registry for its jobs,
-:func:`build_figures` draws them here, :func:`render` draws and saves them in worker processes."""
+:func:`build_figures` draws them here, :func:`render` draws and saves them in worker processes (:func:`render_png`:
+as PNG bytes, for the report)."""
 
 from __future__ import annotations
 
@@ -67,6 +68,28 @@ def render(jobs: list[FigureJob], out: Path, formats: tuple[str, ...] = ("png", 
             pool.shutdown(wait=False, cancel_futures=True)
             raise
     return list(zip(todo, paths, strict=True))
+
+
+def _draw_png(job: FigureJob, dpi: int) -> bytes:
+    return png_bytes(job.draw(), dpi)
+
+
+def render_png(jobs: list[FigureJob], dpi: int = 90, workers: int | None = None) -> list[bytes | None]:
+    """Each job's figure as PNG bytes (:func:`png_bytes`; None for a job with nothing to draw), drawn in
+    ``workers`` processes as :func:`render` draws (default: one per CPU); in job order."""
+    todo = [j for j in jobs if j.draw is not None]
+    workers = max(1, min(workers or os.cpu_count() or 1, len(todo)))
+    if workers == 1:
+        images = iter([_draw_png(j, dpi) for j in todo])
+    else:
+        ctx = multiprocessing.get_context("fork")  # workers inherit the frames: only the PNG bytes come back
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_ignore_sigint) as pool:
+            try:
+                images = iter(list(pool.map(_draw_png, todo, [dpi] * len(todo))))
+            except KeyboardInterrupt:
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+    return [next(images) if j.draw is not None else None for j in jobs]
 
 
 def _ignore_sigint() -> None:

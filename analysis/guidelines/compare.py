@@ -134,11 +134,17 @@ def scenarios(pts: pd.DataFrame, judged: tuple[str, ...]) -> pd.DataFrame:
 
     if "config" not in pts.columns or pts.empty:
         return pts.assign(scenario="", setting="")
-    configs = [json.loads(c) if isinstance(c, str) and c else {} for c in pts["config"]]
-    keys = [config_key(c, judged) for c in configs]
+    # each distinct config text parsed once (analysis_frame's points of one configuration share one text)
+    parsed: dict[Any, tuple[str, dict]] = {}
+    keys = []
     first: dict[str, dict] = {}
-    for k, c in zip(keys, configs, strict=True):
-        first.setdefault(k, c)
+    for text in pts["config"]:
+        hit = parsed.get(text)
+        if hit is None:
+            c = json.loads(text) if isinstance(text, str) and text else {}
+            hit = parsed[text] = (config_key(c, judged), c)
+        keys.append(hit[0])
+        first.setdefault(hit[0], hit[1])
     text = dict(zip(first, settings(list(first.values()), judged, shown=(*SCENARIO, "ranks", "workload_name")),
                     strict=True))
     return pts.assign(scenario=keys, setting=[text[k] for k in keys])

@@ -56,8 +56,16 @@ def _format_names(sc: pd.DataFrame) -> pd.Series:
         return sc["format"].astype(str)
     from ddlio.identity import knobs  # lazy: only the guidelines need it
 
-    per = [{k: v for k, v in knobs(json.loads(c)).items() if k.startswith("format_options.")}
-           if isinstance(c, str) and c else {} for c in sc["config"]]
+    memo: dict[Any, dict[str, str]] = {}  # each distinct config text parsed once
+
+    def options(c: Any) -> dict[str, str]:
+        hit = memo.get(c)
+        if hit is None:
+            hit = memo[c] = ({k: v for k, v in knobs(json.loads(c)).items() if k.startswith("format_options.")}
+                             if isinstance(c, str) and c else {})
+        return hit
+
+    per = [options(c) for c in sc["config"]]
     fmts = sc["format"].astype(str).to_numpy()
     varied: dict[str, set[str]] = {}
     for f in set(fmts):
