@@ -11,7 +11,8 @@ times.
 Both are compared by the same yardstick: bytes delivered / wall time of the reading phase (fio: its aggregate
 bandwidth, bytes / runtime; the kernel: the epoch's bytes / the slowest rank's epoch wall time, which includes
 the loop's own overhead, so the ratio is the kernel's full cost). Medians are printed side by side with the
-kernel/fio ratio, and the last line is ``min ratio: X.XX``.
+kernel/fio ratio, beside the kernel's same reads without the file-system layer's counters (``DDLIO_FS_LAYER=off``:
+what the counters cost, apart from the loop's own), and the last line is ``min ratio: X.XX`` (with counters).
 
     python bench/vs_fio.py                         # 4KiB 64KiB 1MiB 16MiB, seq+random, cold+warm, 2 processes
     python bench/vs_fio.py --sizes 4KiB,256KiB --procs 1 --repeat 5 --data /scratch/me/bench
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -60,10 +62,21 @@ def point(data: Path, size: int, total: int, procs: int, shuffle: str, cache: st
     return validate(OmegaConf.to_container(cfg, resolve=True), data)
 
 
-def run_kernel(spec: Any, run_dir: Path) -> dict[str, Any]:
+def run_kernel(spec: Any, run_dir: Path, counters: bool = True) -> dict[str, Any]:
+    """The kernel's record of one run of ``spec``; ``counters=False``: the same reads without the file-system
+    layer's counters (``DDLIO_FS_LAYER=off``, inherited by the MPI step), the reference for their cost."""
     from experiments.run import run_point
 
-    rec = run_point(spec.to_dict(), str(run_dir))
+    saved = os.environ.get("DDLIO_FS_LAYER")
+    if not counters:
+        os.environ["DDLIO_FS_LAYER"] = "off"
+    try:
+        rec = run_point(spec.to_dict(), str(run_dir))
+    finally:
+        if saved is None:
+            os.environ.pop("DDLIO_FS_LAYER", None)
+        else:
+            os.environ["DDLIO_FS_LAYER"] = saved
     if rec.kind != "ddlio.result":
         raise SystemExit(f"kernel failed: {rec.error}")
     return rec.to_dict()
@@ -136,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                                  epochs=1)
                     plan = DatasetPlan.from_point(spec)
                     k_bw: list[float] = []
+                    off_bw: list[float] = []
                     f_bw: list[float] = []
                     states: set[str] = set()
                     logs: list[Path] = []
@@ -143,21 +157,26 @@ def main(argv: list[str] | None = None) -> int:
                         rec = run_kernel(spec, RunPaths.of(data, spec.point_key).root)  # generates the file first
                         k_bw += kernel_bw(rec)
                         states |= {e["cache"] for e in rec["epochs"]}
+                        off = run_kernel(spec, RunPaths.of(data, spec.point_key).root, counters=False)
+                        off_bw += kernel_bw(off)
+                        states |= {e["cache"] for e in off["epochs"]}
                         files = [p for p in data_files(plan) if p.suffix == ".bin"]
                         logs = logs or write_iologs(spec, plan, files[0], size, data)
                         if cache == "warm":
                             warm(files)
                         f_bw.append(run_fio(files[0], logs, cache == "cold", data))
-                    k, f = statistics.median(k_bw), statistics.median(f_bw)
-                    rows.append((format_size(size), pattern, cache, f, k, k / f, ",".join(sorted(states))))
+                    k, f, o = statistics.median(k_bw), statistics.median(f_bw), statistics.median(off_bw)
+                    rows.append((format_size(size), pattern, cache, f, k, k / f, ",".join(sorted(states)), o))
                     print(f"{rows[-1][0]:>9} {pattern:>6} {cache:>4}  fio {f:9.1f} MiB/s  kernel {k:9.1f} MiB/s  "
-                          f"ratio {k / f:5.2f}  (kernel cache: {rows[-1][6]})", flush=True)
+                          f"ratio {k / f:5.2f}  without counters {o:9.1f} MiB/s ratio {o / f:5.2f}  "
+                          f"(kernel cache: {rows[-1][6]})", flush=True)
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-    print(f"\n{'size':>9} {'pattern':>7} {'cache':>5} {'fio MiB/s':>11} {'kernel MiB/s':>13} {'ratio':>6}")
-    for size, pattern, cache, f, k, r, _ in rows:
-        print(f"{size:>9} {pattern:>7} {cache:>5} {f:11.1f} {k:13.1f} {r:6.2f}")
+    print(f"\n{'size':>9} {'pattern':>7} {'cache':>5} {'fio MiB/s':>11} {'kernel MiB/s':>13} {'ratio':>6} "
+          f"{'no counters':>12} {'ratio':>6}")
+    for size, pattern, cache, f, k, r, _, o in rows:
+        print(f"{size:>9} {pattern:>7} {cache:>5} {f:11.1f} {k:13.1f} {r:6.2f} {o:12.1f} {o / f:6.2f}")
     print(f"min ratio: {min(r[5] for r in rows):.2f}")
     return 0
 
