@@ -15,7 +15,7 @@ import pandas as pd
 from sqlalchemy import select
 
 from analysis.frames import config_columns, configs
-from analysis.query import _read
+from analysis.reading import read_frame
 from ddlio.store import Epoch, StoreReader
 
 #: a first read is flagged when it differs from the repeats' mean by more than this many of their standard
@@ -35,7 +35,7 @@ def epoch_bandwidths(store: StoreReader, point_keys: list[str]) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     stmt = select(Epoch.point_key, Epoch.epoch, Epoch.first_read, Epoch.bandwidth_mib_s).order_by(
         Epoch.point_key, Epoch.epoch)
-    df = _read(store, stmt)
+    df = read_frame(store, stmt)
     # a hash lookup on object arrays (isin on arrow strings is slow at a million)
     keep = pd.Index(pd.unique(np.asarray(point_keys, dtype=object))).get_indexer(
         df["point_key"].to_numpy(dtype=object)) >= 0

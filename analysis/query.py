@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from sqlalchemy import Text, cast, func, or_, select
 
+from analysis.configs import Configs, identities
+from analysis.reading import read_coded, read_frame, read_rows
 from analysis.where import Filter
-from ddlio.identity import config_key, labels
 from ddlio.store import Environment, Epoch, Measurement, Point, StoreReader
 
 #: The columns of ``summary`` (and of its csv), in order.
@@ -93,18 +91,18 @@ def failed_frame(store: StoreReader, completed: pd.DataFrame | None = None) -> p
     point as :func:`analysis_frame` gives it without a filter, when the caller has it (its configs stand for those
     points'; only the others' configs are read)."""
     own = or_(Point.source.is_(None), Point.source == "ddlio")  # summary's own points: observed runs keep theirs
-    coder = _Configs()
+    coder = Configs()
     if completed is not None and len(completed) and not _other_sources(store):
         coder.add(pd.unique(completed["config"].to_numpy(dtype=object)).tolist())  # bare texts: code as themselves
         rest = select(cast(Point.config, Text)).where(own, Point.status != "completed")
     else:
         rest = select(cast(Point.config, Text)).where(own)
-    for rows in _rows(store, rest):
+    for rows in read_rows(store, rest):
         coder.add([r[0] for r in rows])
     stmt = (select(Point.point_key, Point.label, Point.repeat, Point.error, Point.source,
                    cast(Point.config, Text).label("config"))
             .where(Point.status == "failed").order_by(Point.submitted_utc, Point.point_key))
-    df = _read_coded(store, stmt, coder)
+    df = read_coded(store, stmt, coder)
     if len(df):
         _, names = coder.identities()
         mine = df["source"].isna() | (df["source"] == "ddlio")
@@ -169,8 +167,8 @@ def analysis_frame(store: StoreReader, where: str | Filter | None = None) -> pd.
     # the stored config last: read in slices and coded per configuration as it streams, never held per point
     stmt = select(*cols, cast(Point.config, Text).label("config")).where(Point.status == "completed", own).order_by(
         Point.point_key)
-    coder = _Configs()
-    df = _read_coded(store, stmt, coder)
+    coder = Configs()
+    df = read_coded(store, stmt, coder)
     df["striping_applicable"] = df["striping_applicable"].astype("boolean")
     for c in METRIC_COLUMNS:
         df[c] = df[c].astype("float64")
@@ -194,14 +192,14 @@ def with_identity(df: pd.DataFrame, memory_bytes: dict[str, float] | None = None
     """``df`` (a frame with the stored ``config`` as JSON text) with ``config_key`` (the point without ``repeat``)
     and ``label`` (:func:`ddlio.identity.labels` among all of ``df``'s points) and the validity verdict
     (:func:`analysis.validity.verdicts`): ``validity`` valid | invalid and ``invalid_reasons`` ("; "-joined).
-    ``config`` becomes the stored config without its per-point fields (:func:`_bare`), one text per
+    ``config`` becomes the stored config without its per-point fields (:func:`bare`), one text per
     configuration shared by its points."""
-    coder = _Configs()
+    coder = Configs()
     codes = coder.add(df.get("config", pd.Series(dtype=str)).tolist())
     return _with_codes(df.assign(_code=codes), coder, memory_bytes)
 
 
-def _with_codes(df: pd.DataFrame, coder: _Configs, memory_bytes: dict[str, float] | None) -> pd.DataFrame:
+def _with_codes(df: pd.DataFrame, coder: Configs, memory_bytes: dict[str, float] | None) -> pd.DataFrame:
     """:func:`with_identity` of ``df`` whose configs ``coder`` coded (column ``_code``, dropped here)."""
     from analysis.validity import verdicts  # lazy: validity reads this module's frames
 
@@ -214,98 +212,9 @@ def _with_codes(df: pd.DataFrame, coder: _Configs, memory_bytes: dict[str, float
     return df.assign(validity=v["validity"].to_numpy(), invalid_reasons=v["invalid_reasons"].to_numpy())
 
 
-class _Configs:
-    """Stored configs (JSON text) coded per configuration: :meth:`add` gives each text the code of its
-    :func:`_bare` form, so each distinct configuration is kept (and parsed) once, however many points share it."""
-
-    def __init__(self) -> None:
-        self.code: dict[str, int] = {}
-        self.texts: list[str] = []  # each code's text without the per-point fields ("" for a missing config)
-
-    def add(self, texts: list[Any]) -> np.ndarray:
-        """The code of each of ``texts`` (int64), new configurations appended."""
-        out = np.empty(len(texts), dtype=np.int64)
-        code, known = self.code, self.texts
-        for i, t in enumerate(texts):
-            bare = _bare(t) if isinstance(t, str) and t else ""
-            j = code.get(bare)
-            if j is None:
-                j = code[bare] = len(known)
-                known.append(bare)
-            out[i] = j
-        return out
-
-    def parsed(self) -> list[dict[str, Any]]:
-        """Each code's config as a dict (``{}`` for a missing one)."""
-        return [json.loads(t) if t else {} for t in self.texts]
-
-    def identities(self) -> tuple[np.ndarray, np.ndarray]:
-        """(config_key, label) per code; labels among all the coded configurations."""
-        uniq = self.parsed()
-        if not uniq:
-            return np.array([], dtype=object), np.array([], dtype=object)
-        return (np.array([config_key(c) for c in uniq], dtype=object),
-                np.array(labels(uniq), dtype=object))
-
-
-#: the stored config's per-point fields (top level), which no configuration key or label reads: their values
-_PER_POINT = [rf'"{k}": {v}' for k, v in (("repeat", r"-?\d+"), ("point_key", r'"[0-9a-f]*"'),
-                                          ("dataset_key", r'"[^"\\]*"'),
-                                          ("overrides", r'\[(?:"(?:[^"\\]|\\.)*"(?:, ?)?)*\]'))]
-#: each as a member followed by another, or as the last member
-_MEMBER = [(re.compile(p + ", ?"), re.compile(", ?" + p + r"(?=\s*\}\s*$)")) for p in _PER_POINT]
-
-
-#: the literal that starts each of :data:`_PER_POINT`
-_LITERALS = [f'"{k}": ' for k in ("repeat", "point_key", "dataset_key", "overrides")]
-
-
-def _bare(text: str) -> str:
-    """``text`` (a stored config as JSON) without its per-point fields, when each occurs once at most (else the
-    text unchanged: a nested key of the same name is never touched). Each field is found by its literal (a
-    C-speed search, faster here than any one regular expression over the text) and its pattern matched there
-    only; a text naming a field twice takes :func:`_bare_slow`."""
-    out = text
-    for lit, (inner, last) in zip(_LITERALS, _MEMBER, strict=True):
-        pos = out.find(lit)
-        if pos < 0:
-            continue
-        if out.find(lit, pos + 1) >= 0:
-            return _bare_slow(text)
-        m = inner.match(out, pos) or last.search(out, max(0, pos - 2))
-        if m is not None:
-            out = out[:m.start()] + out[m.end():]
-    return out
-
-
-def _bare_slow(text: str) -> str:
-    """:func:`_bare` by substitution over the whole text (for texts in which a field's name occurs twice)."""
-    out = text
-    for inner, last in _MEMBER:
-        stripped, n = inner.subn("", out)
-        if n == 0:
-            stripped, n = last.subn("", out)
-        if n > 1:
-            return text
-        out = stripped
-    return out
-
-
 def relabel(df: pd.DataFrame) -> pd.Series:
     """Labels of ``df``'s points among themselves only (:func:`ddlio.identity.labels`), e.g. for one figure."""
-    return pd.Series(_identities(df["config"].tolist())[1], index=df.index, dtype=object)
-
-
-def _identities(texts: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """(config_key, label) of each stored config (JSON text) of ``texts``, the labels among all of them; parsed
-    once per distinct configuration: the text without the per-point fields (repeat, keys, overrides), which
-    neither :func:`ddlio.identity.config_key` nor :func:`ddlio.identity.labels` reads."""
-    coder = _Configs()
-    codes = coder.add(texts)
-    if not texts:
-        return np.array([], dtype=object), np.array([], dtype=object)
-    keys, names = coder.identities()
-    return keys[codes], names[codes]
+    return pd.Series(identities(df["config"].tolist())[1], index=df.index, dtype=object)
 
 
 def observed_frame(store: StoreReader) -> pd.DataFrame:
@@ -314,7 +223,7 @@ def observed_frame(store: StoreReader) -> pd.DataFrame:
     cols = [Point.point_key, Point.label, Point.job_id, Point.ranks, Point.format, Point.access, Point.stripe_count,
             Point.stripe_size, Point.num_files, Point.posix_reads, Point.posix_bytes_read, Point.sample_size,
             Point.amplification, Point.agg_perf_by_slowest_mib_s, Point.io_time_slowest_s, Point.run_dir]
-    return _read(store, select(*cols).where(Point.source == "darshan").order_by(Point.point_key))
+    return read_frame(store, select(*cols).where(Point.source == "darshan").order_by(Point.point_key))
 
 
 def parse_hists(texts: list[str] | pd.Series) -> np.ndarray:
@@ -355,7 +264,7 @@ def hist_frame(store: StoreReader, point_keys: list[str] | None = None,
     sums: list[np.ndarray] = []  # per slice: (rows, matrix)
     rows_idx: list[np.ndarray] = []
     width = 0
-    for rows in _rows(store, stmt):
+    for rows in read_rows(store, stmt):
         if wanted is not None:
             rows = [r for r in rows if r[0] in wanted]
         if not rows:
@@ -396,52 +305,3 @@ def environments_frame(store: StoreReader) -> pd.DataFrame:
         return pd.read_sql(stmt, conn)
 
 
-def _read(store: StoreReader, stmt: Any) -> pd.DataFrame:
-    """``stmt`` as a frame; on SQLite through the driver's own connection (5x faster than row objects on 100k rows)."""
-    if store.engine.dialect.name == "sqlite":
-        sql = str(stmt.compile(dialect=store.engine.dialect, compile_kwargs={"literal_binds": True}))
-        with store.engine.connect() as conn:
-            return pd.read_sql_query(sql, conn.connection.driver_connection)
-    with store.engine.connect() as conn:
-        return pd.read_sql(stmt, conn)
-
-
-#: rows per slice when a query is read in slices (bounded memory whatever the store's size)
-SLICE_ROWS = 50_000
-
-
-def _rows(store: StoreReader, stmt: Any, size: int = SLICE_ROWS) -> Iterator[list[tuple[Any, ...]]]:
-    """``stmt``'s rows in slices of ``size`` tuples; on SQLite through the driver's own cursor (no row objects),
-    elsewhere through a streamed result."""
-    if store.engine.dialect.name == "sqlite":
-        sql = str(stmt.compile(dialect=store.engine.dialect, compile_kwargs={"literal_binds": True}))
-        with store.engine.connect() as conn:
-            cur = conn.connection.driver_connection.cursor()
-            try:
-                cur.execute(sql)
-                while rows := cur.fetchmany(size):
-                    yield rows
-            finally:
-                cur.close()
-        return
-    with store.engine.connect() as conn:
-        for part in conn.execution_options(stream_results=True).execute(stmt).partitions(size):
-            yield [tuple(r) for r in part]
-
-
-def _read_coded(store: StoreReader, stmt: Any, coder: _Configs) -> pd.DataFrame:
-    """``stmt`` (whose last column is the stored config as text) as a frame of its other columns plus ``_code``
-    (:meth:`_Configs.add`), read in slices: no point's config text outlives its slice. Each column's type is the
-    one a single read gives (:func:`pandas.DataFrame.from_records` of all rows)."""
-    names = [c.name for c in stmt.selected_columns][:-1]
-    parts, codes = [], []
-    for rows in _rows(store, stmt):
-        codes.append(coder.add([r[-1] for r in rows]))
-        parts.append(pd.DataFrame.from_records([r[:-1] for r in rows], columns=names, coerce_float=True))
-    if not parts:
-        return pd.DataFrame.from_records([], columns=names, coerce_float=True).assign(_code=np.zeros(0, np.int64))
-    df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-    for c in names:  # a column whose type differs between slices (e.g. all empty in one) is typed as one read
-        if len({str(p[c].dtype) for p in parts}) > 1:
-            df[c] = pd.DataFrame.from_records([(v,) for v in df[c].tolist()], columns=[c], coerce_float=True)[c]
-    return df.assign(_code=np.concatenate(codes))

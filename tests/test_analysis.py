@@ -215,7 +215,8 @@ def test_histograms_per_configuration_are_the_sums_of_their_points(tmp_path):
 
 
 def test_bare_config_is_the_same_by_literal_search_as_by_substitution():
-    from analysis.query import _bare, _bare_slow
+    from analysis.configs import bare as _bare
+    from analysis.configs import bare_slow as _bare_slow
 
     base = {"format": "hdf5", "repeat": 3, "cluster": {"name": "slurm"}, "overrides": ["a=1", 'b="x"'],
             "dataset_key": "d01", "samples": 8, "point_key": "00ff"}

@@ -130,7 +130,8 @@ def emulated_subjects(store: StoreReader, keys: list[str] | None = None) -> list
     """One subject per configuration among the completed points ``keys`` (None: every completed point of the
     sweeps, not observed runs), in the order of their first point. Points and epochs are read in slices and
     folded into their configuration as they pass: no point's stored config or epoch row is kept, only its facts."""
-    from analysis.query import _bare, _rows  # lazy: pandas-backed module
+    from analysis.configs import bare  # lazy: pandas-backed module
+    from analysis.reading import read_rows  # lazy: pandas-backed module
 
     cols = [cast(Point.__table__.columns[c], Text).label(c) if c in _JSON_COLUMNS else Point.__table__.columns[c]
             for c in _POINT_COLUMNS]
@@ -141,16 +142,16 @@ def emulated_subjects(store: StoreReader, keys: list[str] | None = None) -> list
     groups: dict[str, _Group] = {}
     group_of: dict[str, _Group] = {}  # point key -> its configuration
     known: dict[str, str] = {}  # a config without its per-point fields -> its key: parsed once per configuration
-    for rows in _rows(store, stmt):
+    for rows in read_rows(store, stmt):
         for t in rows:
             if wanted is not None and t[0] not in wanted:
                 continue
             r = _Row(*t)
             if isinstance(r.config, str):
-                bare = _bare(r.config)
-                key = known.get(bare)
+                text = bare(r.config)
+                key = known.get(text)
                 if key is None:
-                    key = known[bare] = configuration_key(json.loads(bare) if bare else {})
+                    key = known[text] = configuration_key(json.loads(text) if text else {})
             else:
                 key = configuration_key(r.config or {})
             g = groups.get(key)
@@ -161,7 +162,7 @@ def emulated_subjects(store: StoreReader, keys: list[str] | None = None) -> list
     estmt = select(Epoch.point_key, Epoch.epoch, Epoch.samples, Epoch.meta_ops, Epoch.au,
                    cast(Epoch.rank_rows, Text).label("rank_rows"), Epoch.first_read, Epoch.cache,
                    Epoch.cache_note).order_by(Epoch.point_key, Epoch.epoch)
-    for rows in _rows(store, estmt):  # in point then epoch order: each configuration's epochs in its points' order
+    for rows in read_rows(store, estmt):  # in point then epoch order: each configuration's epochs in its points' order
         for e in rows:
             g = group_of.get(e[0])
             if g is not None:
