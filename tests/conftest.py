@@ -24,7 +24,8 @@ def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     tmp.mkdir(exist_ok=True)
     env = dict(os.environ)
     env.pop("DDLIO_TRACEBACK", None)  # tests see what a user sees; a test that wants the traceback passes it
-    env.update(TMPDIR=str(tmp), PYTHONPATH=str(ROOT), HYDRA_FULL_ERROR="0", **extra)
+    env.update(TMPDIR=str(tmp), PYTHONPATH=str(ROOT), HYDRA_FULL_ERROR="0")
+    env.update(extra)  # a test may set any of them (PYTHONPATH with a module of its own, before ROOT)
     env.pop("DDLIO_DB", None)
     return env
 

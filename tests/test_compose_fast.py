@@ -191,3 +191,27 @@ def test_integer_overrides_parse_as_hydra_parses_them(line):
     [want] = OverridesParser.create().parse_overrides([line])
     assert composer.parse([line]) == [want]
     assert type(composer.parse([line])[0].value()) is type(want.value())
+
+
+def test_a_planned_return_composes_its_config_only_when_read(loader_and_master):
+    """The launcher's JobReturn of a point planned from its task config composes the point's Hydra config the
+    first time ``hydra_cfg`` or ``cfg`` is read (once), and ``cfg`` is that config without Hydra's node."""
+    from hydra.core.utils import JobStatus
+
+    from hydra_plugins.ddlio_launcher.compose import FastComposer
+    from hydra_plugins.ddlio_launcher.launcher import PlannedReturn
+
+    loader, master = loader_and_master
+    composer = FastComposer(loader, master)
+    calls = []
+
+    def compose():
+        calls.append(1)
+        return composer.compose(["format=npz", "repeat=4"])
+
+    ret = PlannedReturn(compose, overrides=["format=npz", "repeat=4"], status=JobStatus.COMPLETED, _return_value=1.5)
+    assert calls == [] and ret.return_value == 1.5 and ret.overrides == ["format=npz", "repeat=4"]
+    assert ret.hydra_cfg.format.name == "npz" and ret.cfg.repeat == 4 and "hydra" not in ret.cfg
+    assert calls == [1]
+    want = loader.load_sweep_config(master, ["format=npz", "repeat=4"])
+    assert OmegaConf.to_container(ret.cfg, resolve=True) == _task_dict_of(want)

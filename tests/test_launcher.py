@@ -4,11 +4,15 @@ each point returns its objective; point keys stay those of the same measurement 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import re
 import sqlite3
 
 import pytest
 from test_config import spec
+
+from conftest import ROOT
 
 #: keys main computed before ddlio became a launcher (and before the objective knob), for fixed configs: a store
 #: measured then keeps its points
@@ -181,3 +185,27 @@ def test_each_batch_of_trials_is_one_slurm_array(slurm_cluster, sweep, tmp_path,
     assert len(jobs) - len(arrays) == sum(len(t) == 2 for t in arrays.values()), jobs
     assert all(t == [""] or sorted(t) == ["0", "1"] for t in arrays.values()), jobs
     assert re.search(r"best of \d configurations by bandwidth_mib_s", p.stdout)
+
+
+def test_a_callback_of_the_users_sees_every_point_composed_as_hydra_composes_it(sweep, tmp_path):
+    """With a callback other than ddlio's, the launcher composes each point whole: the callback reads each job's
+    config and its JobReturn's cfg as Hydra's launcher would give them; the points and keys are those planned
+    without it."""
+    (tmp_path / "seen_cb.py").write_text(
+        "import json\n"
+        "from hydra.experimental.callback import Callback\n"
+        "class Seen(Callback):\n"
+        "    def on_job_end(self, config, job_return, **kw):\n"
+        "        with open(" + repr(str(tmp_path / "seen.jsonl")) + ", 'a') as f:\n"
+        "            f.write(json.dumps([config.format.name, job_return.cfg.repeat, 'hydra' in job_return.cfg,\n"
+        "                                list(job_return.hydra_cfg.hydra.overrides.task)]) + '\\n')\n")
+    args = ["-m", "format=hdf5,npz", "repeat=0,1", "workload=tiny", "dry_run=true"]
+    plain = sweep(*args)
+    seen = sweep(*args, "+hydra.callbacks.seen._target_=seen_cb.Seen", PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}")
+    assert plain.returncode == seen.returncode == 0, seen.stderr
+    keys = sorted(re.findall(r"key ([0-9a-f]{20})", plain.stdout))
+    assert len(keys) == 4 and sorted(re.findall(r"key ([0-9a-f]{20})", seen.stdout)) == keys
+    rows = [json.loads(line) for line in (tmp_path / "seen.jsonl").read_text().splitlines()]
+    assert sorted((f, r, h) for f, r, h, _ in rows) == [("hdf5", 0, False), ("hdf5", 1, False), ("npz", 0, False),
+                                                        ("npz", 1, False)]
+    assert all(f"format={f}" in task and f"repeat={r}" in task for f, r, _, task in rows)
