@@ -12,7 +12,8 @@ Both are compared by the same yardstick: bytes delivered / wall time of the read
 bandwidth, bytes / runtime; the kernel: the epoch's bytes / the slowest rank's epoch wall time, which includes
 the loop's own overhead, so the ratio is the kernel's full cost). Medians are printed side by side with the
 kernel/fio ratio, beside the kernel's same reads without the file-system layer's counters (``DDLIO_FS_LAYER=off``:
-what the counters cost, apart from the loop's own), and the last line is ``min ratio: X.XX`` (with counters).
+what the counters cost, apart from the loop's own) and by its Python loop instead of its C one
+(``DDLIO_READ_LOOP=python``), and the last line is ``min ratio: X.XX`` (with counters, the C loop when built).
 
     python bench/vs_fio.py                         # 4KiB 64KiB 1MiB 16MiB, seq+random, cold+warm, 2 processes
     python bench/vs_fio.py --sizes 4KiB,256KiB --procs 1 --repeat 5 --data /scratch/me/bench
@@ -62,24 +63,30 @@ def point(data: Path, size: int, total: int, procs: int, shuffle: str, cache: st
     return validate(OmegaConf.to_container(cfg, resolve=True), data)
 
 
-def run_kernel(spec: Any, run_dir: Path, counters: bool = True) -> dict[str, Any]:
-    """The kernel's record of one run of ``spec``; ``counters=False``: the same reads without the file-system
-    layer's counters (``DDLIO_FS_LAYER=off``, inherited by the MPI step), the reference for their cost."""
+def run_kernel(spec: Any, run_dir: Path, **env: str) -> dict[str, Any]:
+    """The kernel's record of one run of ``spec``, with ``env`` set for it (inherited by the MPI step):
+    ``DDLIO_FS_LAYER="off"``, the same reads without the file-system layer's counters (the reference for their
+    cost); ``DDLIO_READ_LOOP="python"``, the same reads by the kernel's Python loop instead of its C one."""
     from experiments.run import run_point
 
-    saved = os.environ.get("DDLIO_FS_LAYER")
-    if not counters:
-        os.environ["DDLIO_FS_LAYER"] = "off"
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
         rec = run_point(spec.to_dict(), str(run_dir))
     finally:
-        if saved is None:
-            os.environ.pop("DDLIO_FS_LAYER", None)
-        else:
-            os.environ["DDLIO_FS_LAYER"] = saved
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     if rec.kind != "ddlio.result":
         raise SystemExit(f"kernel failed: {rec.error}")
     return rec.to_dict()
+
+
+def loops(rec: dict[str, Any]) -> set[str]:
+    """The read loops (native, python) that made the run's reads."""
+    return {name for r in rec["rank_info"] for name, n in r.get("read_loop", {}).items() if n}
 
 
 def kernel_bw(rec: dict[str, Any]) -> list[float]:
@@ -132,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--total-small", default="256MiB", help="bytes read per run for smaller sizes")
     ap.add_argument("--procs", type=int, default=2, help="processes (MPI ranks, fio jobs); default %(default)s")
     ap.add_argument("--repeat", type=int, default=5, help="runs of each (median reported); default %(default)s")
+    ap.add_argument("--patterns", default="seq,random", help="access patterns (default %(default)s)")
+    ap.add_argument("--caches", default="cold,warm", help="cache states (default %(default)s)")
     ap.add_argument("--data", help="directory for the datasets (default: a temporary directory, removed after)")
     args = ap.parse_args(argv)
     if shutil.which("fio") is None:
@@ -143,40 +152,52 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for size in [parse_size(s) for s in args.sizes.split(",")]:
             total = parse_size(args.total if size >= 64 * 1024 else args.total_small)
-            for pattern in ("seq", "random"):
-                for cache in ("cold", "warm"):
+            for pattern in args.patterns.split(","):
+                for cache in args.caches.split(","):
                     spec = point(data, size, total, args.procs, "none" if pattern == "seq" else "sample", cache,
                                  epochs=1)
                     plan = DatasetPlan.from_point(spec)
                     k_bw: list[float] = []
                     off_bw: list[float] = []
+                    py_bw: list[float] = []
                     f_bw: list[float] = []
                     states: set[str] = set()
+                    used: set[str] = set()
                     logs: list[Path] = []
+                    root = RunPaths.of(data, spec.point_key).root
                     for _ in range(args.repeat):  # alternate: kernel, then fio, on the same file
-                        rec = run_kernel(spec, RunPaths.of(data, spec.point_key).root)  # generates the file first
+                        rec = run_kernel(spec, root)  # generates the file first
                         k_bw += kernel_bw(rec)
-                        states |= {e["cache"] for e in rec["epochs"]}
-                        off = run_kernel(spec, RunPaths.of(data, spec.point_key).root, counters=False)
+                        off = run_kernel(spec, root, DDLIO_FS_LAYER="off")
                         off_bw += kernel_bw(off)
-                        states |= {e["cache"] for e in off["epochs"]}
+                        py = run_kernel(spec, root, DDLIO_READ_LOOP="python")
+                        py_bw += kernel_bw(py)
+                        for r in (rec, off, py):
+                            states |= {e["cache"] for e in r["epochs"]}
+                        used |= loops(rec)
                         files = [p for p in data_files(plan) if p.suffix == ".bin"]
                         logs = logs or write_iologs(spec, plan, files[0], size, data)
                         if cache == "warm":
                             warm(files)
                         f_bw.append(run_fio(files[0], logs, cache == "cold", data))
-                    k, f, o = statistics.median(k_bw), statistics.median(f_bw), statistics.median(off_bw)
-                    rows.append((format_size(size), pattern, cache, f, k, k / f, ",".join(sorted(states)), o))
+                    k, f = statistics.median(k_bw), statistics.median(f_bw)
+                    o, y = statistics.median(off_bw), statistics.median(py_bw)
+                    # each kernel run over the fio run beside it: drift of the machine between repetitions cancels
+                    paired = statistics.median(a / b for a, b in zip(k_bw, f_bw, strict=True))
+                    rows.append((format_size(size), pattern, cache, f, k, k / f, ",".join(sorted(states)), o, y,
+                                 paired))
                     print(f"{rows[-1][0]:>9} {pattern:>6} {cache:>4}  fio {f:9.1f} MiB/s  kernel {k:9.1f} MiB/s  "
-                          f"ratio {k / f:5.2f}  without counters {o:9.1f} MiB/s ratio {o / f:5.2f}  "
-                          f"(kernel cache: {rows[-1][6]})", flush=True)
+                          f"ratio {k / f:5.2f} (paired {paired:4.2f}; loop: {','.join(sorted(used))})  "
+                          f"without counters {o / f:5.2f}  python loop {y / f:5.2f}  (kernel cache: {rows[-1][6]})",
+                          flush=True)
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
     print(f"\n{'size':>9} {'pattern':>7} {'cache':>5} {'fio MiB/s':>11} {'kernel MiB/s':>13} {'ratio':>6} "
-          f"{'no counters':>12} {'ratio':>6}")
-    for size, pattern, cache, f, k, r, _, o in rows:
-        print(f"{size:>9} {pattern:>7} {cache:>5} {f:11.1f} {k:13.1f} {r:6.2f} {o:12.1f} {o / f:6.2f}")
+          f"{'paired':>6} {'no counters':>12} {'ratio':>6} {'python loop':>12} {'ratio':>6}")
+    for size, pattern, cache, f, k, r, _, o, y, pr in rows:
+        print(f"{size:>9} {pattern:>7} {cache:>5} {f:11.1f} {k:13.1f} {r:6.2f} {pr:6.2f} {o:12.1f} {o / f:6.2f} "
+              f"{y:12.1f} {y / f:6.2f}")
     print(f"min ratio: {min(r[5] for r in rows):.2f}")
     return 0
 

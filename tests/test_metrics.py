@@ -123,7 +123,14 @@ def _bin_file(tmp_path, count, size):
     return fmt, path
 
 
-def test_a_lane_reads_its_thread_counters_once_per_batch_and_around_opens(tmp_path):
+@pytest.mark.parametrize(("span", "batches", "spans"), [
+    (256, [(0, 32), (32, 64), (64, 96), (96, 100)], [(0, 100)]),  # 100 samples < one span: read at the close
+    (32, [(0, 32), (32, 64), (64, 96), (96, 100)], [(0, 32), (32, 64), (64, 96), (96, 100)]),  # once per batch
+    (64, [(0, 32), (32, 64), (64, 96), (96, 100)], [(0, 64), (64, 100)]),
+    # batches out of order (a reader thread's): a batch that does not follow on ends the span before it
+    (256, [(0, 32), (64, 96), (96, 100), (32, 64)], [(0, 32), (64, 100), (32, 64)]),
+])
+def test_a_lane_reads_its_thread_counters_per_span_of_batches_and_around_opens(tmp_path, span, batches, spans):
     from experiments.kernel import posix
     from experiments.kernel.lanes import EpochArrays, Lane
 
@@ -136,17 +143,17 @@ def test_a_lane_reads_its_thread_counters_once_per_batch_and_around_opens(tmp_pa
 
     ids = np.random.default_rng(0).permutation(100)
     lane = Lane(fmt, [str(path)], 16384, trace=False, fs_layer=True)
+    lane.span_samples = span
     ep = EpochArrays(OneFile(), ids, False, sizes_needed=True)
     proc = posix.IOCounter()
     io0 = proc.snap()
-    got = sum(lane.read_range(k, min(k + 32, 100), ep) for k in range(0, 100, 32))
+    got = sum(lane.read_range(k0, k1, ep) for k0, k1 in batches)
     lane.close_all()
     io1 = proc.snap()
     snaps = lane.take_snaps()
-    texts, spans = snaps
-    # the first text, one per batch (4), and one after the file's open (at the first batch's start: no text before)
-    assert len(texts) == 1 + 4 + 1 and spans[0] == (-1, -1) and spans[1:] == [(0, 32), (32, 64), (64, 96),
-                                                                               (96, 100)]
+    texts, got_spans = snaps
+    # the first text, one after the file's open (at the first batch's start: no text before), one per span
+    assert len(texts) == 1 + 1 + len(spans) and got_spans == [(-1, -1), *spans]
     m = RankEpoch(0, "n", 0)
     posix.epoch_layer(m, io0, io1, [snaps], ep.lat, ep.size, per_sample=True)
     assert got == 100 * 16384 and ep.size == [16384] * 100

@@ -23,6 +23,7 @@ import pytest
 from ddlio.metrics import size_bin
 from experiments.dataset import DatasetPlan, ensure_dataset, write_json_atomic
 from experiments.formats import FORMATS, get_format
+from experiments.kernel.lanes import native_read_run
 from experiments.run.mpirun import launch_argv
 from helpers import mpi_generation, point
 from lustre import Layout
@@ -70,6 +71,13 @@ def test_the_stored_file_system_layer_is_what_strace_saw(tmp_path, fmt):
     # no process or thread but the ranks' main threads (mpiexec, its proxies, MPI's and Python's threads) read
     # the dataset
     mains = {f"tr.{info['pid']}" for info in res["rank_info"]}
+    # the reads strace sees are the C loop's where the format's reader has one and the loop is built
+    reader = get_format(plan.format, **plan.format_options).open(plan.file_path(0))
+    native = native_read_run() is not None and getattr(reader, "native_loop", None) is not None
+    reader.close()
+    for info in res["rank_info"]:
+        loop = info["read_loop"]
+        assert loop["native" if native else "python"] > 0 and loop["python" if native else "native"] == 0, loop
     for other in traces.glob("tr.*"):
         data = [c for c in read_calls(other) if c[1].startswith(data_dir + "/")]
         assert other.name in mains or not data, f"{other.name} read the dataset: {data[:3]}"

@@ -70,6 +70,9 @@ class IndexedReader(Reader):
         self._out: np.ndarray | None = None
         self._view = memoryview(b"")
         self._span, self._iov = -1, [self._view]
+        #: for the kernel's C loop (experiments/kernel/_readrun.c), which makes this very read: (fd, record starts);
+        #: None for a format whose records are checked on read
+        self.native_loop: tuple[int, list[int]] | None = None
         try:
             self._fd = os.open(self.path, os.O_RDONLY)
         except OSError as e:
@@ -78,6 +81,8 @@ class IndexedReader(Reader):
         if size < base + self.offsets[-1]:
             os.close(self._fd)
             raise FormatError(f"{path}: truncated: {size} bytes, the index expects {base + int(self.offsets[-1])}")
+        if self._check is None:
+            self.native_loop = (self._fd, self._starts)
 
     def record_bytes(self, i: int) -> int:
         return int(self.offsets[i + 1] - self.offsets[i])
@@ -94,10 +99,15 @@ class IndexedReader(Reader):
             self._span, self._iov = span, [self._view[:span]]
         n = os.preadv(self._fd, self._iov, off)
         if n != span:
-            raise FormatError(f"{self.path}: record {i} truncated: read {n} of {span} bytes at {off}")
+            raise self.short_read(i, n)
         if self._check is not None:
             self._check(i, out[:n])
         return n
+
+    def short_read(self, i: int, n: int) -> FormatError:
+        """The error of a read of record ``i`` that returned ``n`` bytes, fewer than the record spans."""
+        off = self._starts[i]
+        return FormatError(f"{self.path}: record {i} truncated: read {n} of {self._starts[i + 1] - off} bytes at {off}")
 
     def check(self, i: int, record: np.ndarray) -> None:
         """Validate (or decode) record ``i`` just read; raise FormatError if it is not what the format writes."""

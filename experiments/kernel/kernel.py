@@ -134,13 +134,18 @@ class Kernel:
 
     def _prime(self) -> None:
         """Run the format's read path once before anything is measured, so the libraries it loads lazily (h5py's
-        modules, Pillow's codecs) are not read from storage inside an epoch; eviction comes after this."""
+        modules, Pillow's codecs) are not read from storage inside an epoch; eviction comes after this. Its file's
+        pages are then evicted, to leave no trace in the page cache, unless they were all cached before it (then
+        its reads changed nothing: a warm file stays warm instead of being read again in full by cache=warm)."""
         plan, paths = self.plan, self.paths
         if self.tf is None and plan.samples:
+            primed = [paths[0], *self.fmt.sidecars(paths[0])]
+            cached = pagecache.residency(primed) == 1.0  # NaN (not measurable) or less: evict after
             with self.fmt.open(paths[0]) as r:
                 if r.num_samples:
                     r.read(0, self.lanes[0].buf)
-            pagecache.evict([paths[0], *self.fmt.sidecars(paths[0])])  # and leave no trace of it in the page cache
+            if not cached:
+                pagecache.evict(primed)
 
     def prepare_epoch(self, epoch: int) -> None:
         """Before ``epoch`` is timed: the page cache as the policy asks (node leaders evict or warm and measure
@@ -336,6 +341,8 @@ class Kernel:
             "cpu_s": sum(resource.getrusage(resource.RUSAGE_SELF)[:2]),
             # the emulated compute: its mode and, with compute=cpu, the burner's calibration (threads, units/s)
             "compute": self.compute_calibration,
+            # the rank's reads by the loop that made them: the C one (experiments/kernel/_readrun.c), the Python one
+            "read_loop": {name: sum(lane.reads[name] for lane in self.lanes) for name in ("native", "python")},
             # reader=torch: the DataLoader's knobs and every worker's opens per epoch
             **({"torch": self.torch.info()} if self.torch is not None else {}),
         }

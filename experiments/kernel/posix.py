@@ -8,19 +8,21 @@ readers. Nothing is routed through Python, so each format keeps its normal I/O p
 - Per rank and epoch, :class:`IOCounter` on ``/proc/self/io`` read just before the first sample and just after
   the last file is closed gives the epoch's read calls and bytes. Reading the counter is itself one read call that
   returns ``len(text)`` bytes; those are subtracted exactly (the text read is kept).
-- Per batch, a counter on ``/proc/thread-self/io`` of the reading thread, read after the batch's last sample (the
-  text taken there starts the lane's next batch; the lane's first batch of an epoch reads it before its first
-  sample too) and around each file the batch opens, gives the calls and bytes of the batch's samples (apart from
-  its opens'; what the thread read between two batches counts with the second: nothing, in the kernel). Reading
-  it costs about 4 µs, more than a page-cache read of 4 KiB, so it is never read per sample. Where the batch's
-  samples made exactly one read call each (the calls equal the samples and the bytes equal what the reads
+- Per span of batches, a counter on ``/proc/thread-self/io`` of the reading thread gives the calls and bytes of
+  the span's samples (apart from its opens'; what the thread read between two batches counts with the span: nothing,
+  in the kernel). A span is the batches a lane reads back to back until they hold ``Lane.span_samples`` (256)
+  samples; it also ends where the lane's next batch does not follow on (reader threads) and when the lane closes
+  its files; each file the lane opens is bracketed apart. The text taken at a span's end starts the next span;
+  the lane's first batch of an epoch reads it before its first sample too. Reading it costs about 2 µs, more than
+  a page-cache read of 4 KiB, so it is never read per sample, nor per small batch. Where the span's samples made
+  exactly one read call each (the calls equal the samples and the bytes equal what the reads
   returned, as the application layer counted them), each call goes into the Darshan ``POSIX_SIZE_READ_*`` bin of
   its sample's size, from the application layer (:attr:`SizeHistogram.from_app` counts them). Where the two
   layers disagree (a library reading more or less than it returns: HDF5's sieve buffer, a whole-file load, zip
-  headers), the batch's ``c`` calls all go into the bin of their mean size, and :attr:`SizeHistogram.approx`
+  headers), the span's ``c`` calls all go into the bin of their mean size, and :attr:`SizeHistogram.approx`
   counts them when ``c > 1`` (one call's size is its bytes). An open's own reads are binned the same way. The
-  time is that of the batches whose reads reached the file system (an upper bound of Darshan's
-  ``POSIX_F_READ_TIME``: it includes the library's work around the calls and, in a batch where the layers
+  time is that of the spans whose reads reached the file system (an upper bound of Darshan's
+  ``POSIX_F_READ_TIME``: it includes the library's work around the calls and, in a span where the layers
   disagree, the samples served from the library's buffers). With ``reader=tf`` there is no per-sample view:
   counts and bytes only. (Results before this change read the counter around every sample:
   ``posix_size_from_app`` absent.)
