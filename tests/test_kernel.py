@@ -166,6 +166,24 @@ def test_warm_cache_reads_from_memory(tmp_path):
     assert res["totals"]["os_read_bytes"] == 0  # so no epoch read from the device
 
 
+def test_the_prime_leaves_a_cached_dataset_cached(tmp_path):
+    """The read path's run before epoch 0 (file 0's first record) evicts file 0 to leave no trace, unless file 0
+    was wholly cached before it: then a warm dataset is found warm, not evicted and read again in full."""
+    from experiments.dataset import data_files
+    from experiments.kernel.cache import residency, warm
+
+    spec = point(tmp_path, "workload.cache=warm", "workload.epochs=1")
+    plan = DatasetPlan.from_point(spec)
+    ensure_dataset(plan, Layout(), mpi_generation(spec, tmp_path), spec.ranks)
+    warm(data_files(plan))
+    if residency(data_files(plan)) < 1.0:
+        pytest.skip("this file system does not keep a just-read file resident")
+    _, _, res = run_kernel(tmp_path, "workload.cache=warm", "workload.epochs=1")
+    assert res["epochs"][0]["residency_before"] == 1.0 and res["totals"]["os_read_bytes"] == 0
+    _, _, res = run_kernel(tmp_path, "workload.cache=warm", "workload.epochs=1", evict_first=True)
+    assert res["epochs"][0]["residency_before"] <= 0.01  # file 0 read by the prime, then evicted again
+
+
 def test_compute_time_gives_accelerator_utilisation(tmp_path):
     _, _, res = run_kernel(tmp_path, "workload.compute_time=0.02", "workload.batch_size=16", "workload.epochs=1")
     e = res["epochs"][0]
