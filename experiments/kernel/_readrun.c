@@ -36,7 +36,13 @@ static int item_ll(PyObject *list, Py_ssize_t i, long long *out)
     return 0;
 }
 
-static void put(PyObject *list, Py_ssize_t i, PyObject *obj);
+/* list[i] = obj (a new reference), releasing the item it replaces */
+static void put(PyObject *list, Py_ssize_t i, PyObject *obj)
+{
+    PyObject *old = PyList_GET_ITEM(list, i);
+    PyList_SET_ITEM(list, i, obj);
+    Py_DECREF(old);
+}
 
 static int set_ll(PyObject *list, Py_ssize_t i, long long v)
 {
@@ -45,14 +51,6 @@ static int set_ll(PyObject *list, Py_ssize_t i, long long v)
         return -1;
     put(list, i, o);
     return 0;
-}
-
-/* list[i] = obj (a new reference), releasing the item it replaces */
-static void put(PyObject *list, Py_ssize_t i, PyObject *obj)
-{
-    PyObject *old = PyList_GET_ITEM(list, i);
-    PyList_SET_ITEM(list, i, obj);
-    Py_DECREF(old);
 }
 
 static PyObject *read_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)

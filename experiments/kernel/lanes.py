@@ -101,8 +101,8 @@ class Lane:
         return [(f, r.loads) for f, r in self.readers.items()]
 
     def read_range(self, k0: int, k1: int, ep: EpochArrays) -> int:
-        """Read samples k0..k1-1 of the epoch's order; returns the bytes the reads returned. The thread's I/O
-        counters are read before and after the batch, not per sample."""
+        """Read samples k0..k1-1 of the epoch's order; returns the bytes the reads returned. With the counters on,
+        the batch joins the lane's open span of samples (see :attr:`span_samples`), never read per sample."""
         if self.fs_layer:
             if self.io_fd < 0:
                 self.io_fd = os.open("/proc/thread-self/io", os.O_RDONLY)
@@ -171,7 +171,7 @@ class Lane:
 
     def _read_native(self, k0: int, k1: int, ep: EpochArrays) -> int:
         """:meth:`read_range` by the C loop, one call per run of samples in one file; a reader without a
-        ``native_loop`` met in the batch reads its samples with its own ``read``, timed here."""
+        ``native_loop`` met in the batch reads its samples by the Python loop."""
         run, buf, fo, lo, lat, start, size = self.read_run, self.buf, ep.fo, ep.lo, ep.lat, ep.start, ep.size
         k, nbytes, reads = k0, 0, self.reads
         while k < k1:
@@ -179,14 +179,7 @@ class Lane:
             r = self.switch_to(f, k)
             loop = getattr(r, "native_loop", None)
             if loop is None:
-                t = time.perf_counter_ns()
-                n = r.read(lo[k], buf)
-                lat[k] = time.perf_counter_ns() - t
-                if start:
-                    start[k] = t
-                if size:
-                    size[k] = n
-                nbytes += n
+                nbytes += self._read_python(k, k + 1, ep)
                 reads["python"] += 1
                 k += 1
                 continue
