@@ -510,3 +510,16 @@ def test_warm_policy_reads_nothing_more_when_the_dataset_is_already_cached(tmp_p
         pytest.skip("eviction does not work on this file system")
     report = prepare_cache("warm", 0, [f], leader=True)
     assert passes == [1 << 20] and report is not None and report["after"] > 0.99
+
+
+def test_io_time_fits_the_epoch_as_floats_not_only_as_reals():
+    """A read time cut to ``wall - meta`` sums back to one ulp above ``wall`` for some values (CI once stored
+    0.0038211220000000006 s of I/O in a 0.003821122 s epoch); the cut keeps the stored sum within the epoch."""
+    from experiments.kernel.lanes import within_epoch
+
+    wall, meta = 0.003549434, 0.00049083
+    assert (wall - meta) + meta > wall  # the rounding the cut is for
+    read = within_epoch(wall, meta, wall)
+    assert read + meta <= wall and wall - read - meta < 1e-15
+    assert within_epoch(0.001, meta, wall) == 0.001  # a read time already inside is left alone
+    assert within_epoch(1.0, wall * 2, wall) == 0.0  # opens alone longer than the epoch: no read time left

@@ -34,7 +34,7 @@ from experiments.kernel.cachepolicy import (
 )
 from experiments.kernel.compute import Compute
 from experiments.kernel.guards import ProgressWatch, fault_of, guarded_barrier, inject
-from experiments.kernel.lanes import EpochArrays, Lane, busy_ns, write_trace
+from experiments.kernel.lanes import EpochArrays, Lane, busy_ns, within_epoch, write_trace
 from experiments.kernel.results import result_record
 from experiments.kernel.sampling import compute_times, epoch_ids
 
@@ -269,16 +269,16 @@ class Kernel:
         if torch:  # reads in flight in any worker (or the loop itself), counted once, as Darshan counts them;
             # the workers' opens overlap them and the loop: I/O time is at most the epoch it lies in
             m.meta_time_s = min(m.meta_time_s, m.wall_time_s)
-            m.read_time_s = min(tf_out["read_ns"] / 1e9, m.wall_time_s - m.meta_time_s)
+            m.read_time_s = within_epoch(tf_out["read_ns"] / 1e9, m.meta_time_s, m.wall_time_s)
         elif tf_out is not None:  # tf.data overlaps its reads (and the generator's opens) with everything: its I/O
             m.meta_time_s = min(m.meta_time_s, m.wall_time_s)  # time is the epoch's wall, opens included
-            m.read_time_s = m.wall_time_s - m.meta_time_s
+            m.read_time_s = within_epoch(m.wall_time_s, m.meta_time_s, m.wall_time_s)
         elif self.threads:  # overlapping reads of the reader threads count once, as Darshan counts them
             m.read_time_s = busy_ns(np.asarray(ep.start, dtype=np.int64), lat) / 1e9
             # the lanes open files concurrently, overlapping each other and other lanes' reads: summed, their
             # times can exceed the epoch; I/O time is at most the epoch it lies in
             m.meta_time_s = min(m.meta_time_s, m.wall_time_s)
-            m.read_time_s = min(m.read_time_s, m.wall_time_s - m.meta_time_s)
+            m.read_time_s = within_epoch(m.read_time_s, m.meta_time_s, m.wall_time_s)
         else:
             m.read_time_s = float(lat.sum()) / 1e9
         m.wait_time_s = wait_ns / 1e9

@@ -5,6 +5,7 @@ overlapping reads; one rank's access log."""
 from __future__ import annotations
 
 import csv
+import math
 import os
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ def native_read_run() -> Any:
     if os.environ.get("DDLIO_READ_LOOP", "native") == "python":
         return None
     try:
-        from experiments.kernel._readrun import read_run
+        from experiments.kernel._readrun import read_run  # lazy: optional, built only where a C compiler was
     except ImportError:
         return None
     return read_run
@@ -249,6 +250,15 @@ def busy_ns(start: np.ndarray, dur: np.ndarray) -> int:
     reach = np.maximum.accumulate(e)  # the furthest end among reads started so far
     prev = np.concatenate(([s[0]], reach[:-1]))
     return int(np.maximum(0, e - np.maximum(s, prev)).sum())  # each read adds only what extends the union
+
+
+def within_epoch(read_s: float, meta_s: float, wall_s: float) -> float:
+    """``read_s`` (s) cut so that ``read_s + meta_s`` — the I/O time stored — is at most the epoch's ``wall_s``
+    (s) as floats, not only as reals: ``(wall - meta) + meta`` can round one ulp above ``wall``."""
+    read_s = max(0.0, min(read_s, wall_s - meta_s))
+    while read_s > 0.0 and read_s + meta_s > wall_s:
+        read_s = math.nextafter(read_s, 0.0)
+    return read_s
 
 
 TRACE_COLUMNS = ("rank", "epoch", "op", "file", "offset", "size", "start_s", "duration_s")
