@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from childpeak import run_measured  # noqa: E402
 
 
 def hydra_reference(n: int = 100) -> float:
@@ -40,16 +40,15 @@ def hydra_reference(n: int = 100) -> float:
 
 
 def dry_run(n: int) -> tuple[float, float]:
-    """(ms per point, peak RSS in MiB) of a dry run of ``n`` points, in a child process."""
+    """(ms per point, peak RSS in MiB) of a dry run of ``n`` points, in a child process started from a small
+    launcher (:mod:`childpeak`: this process's Hydra never counts as the dry run's memory)."""
     with tempfile.TemporaryDirectory() as d:
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        t = time.perf_counter()
-        subprocess.run([sys.executable, str(ROOT / "sweep.py"), "-m", f"repeat=range({n})", "dry_run=true",
-                        f"data_root={d}", f"db={d}/r.db"], check=True, stdout=subprocess.DEVNULL,
-                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
-        wall = time.perf_counter() - t
-        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB; the largest child so far
-    return wall * 1000 / n, max(rss, before) / 1024
+        secs, mib, rc = run_measured([sys.executable, str(ROOT / "sweep.py"), "-m", f"repeat=range({n})",
+                                      "dry_run=true", f"data_root={d}", f"db={d}/r.db"],
+                                     env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        if rc != 0:
+            raise SystemExit(f"the {n}-point dry run exited {rc}")
+    return secs * 1000 / n, mib
 
 
 def main() -> None:
