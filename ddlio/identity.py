@@ -56,6 +56,19 @@ def digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
+#: the stored config's per-point fields (top level): a point's own, shared by no other point of its configuration
+PER_POINT = ("repeat", "point_key", "dataset_key", "overrides")
+
+
+def config_digest(config: Mapping[str, Any]) -> str:
+    """:func:`digest` of the stored ``config`` without its :data:`PER_POINT` fields (the ``points.config_digest``
+    column): equal for points whose stored configs differ only in those, so that a reader of many points groups
+    them in SQL and parses one stored config per group. Unlike :func:`config_key` it keeps everything else
+    stored (ranks, workload name, file system ...), so every column the store derives from the config is one
+    value per group."""
+    return digest({k: v for k, v in config.items() if k not in PER_POINT})
+
+
 def config_params(config: Mapping[str, Any], without: Iterable[str] = ()) -> dict[str, Any]:
     """The stored point ``config`` as a configuration: every input of its point key but ``repeat`` (and but the
     stored keys named in ``without``: what a comparison varies, e.g. ``("stripe_count", "stripe_size")``).

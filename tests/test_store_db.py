@@ -248,6 +248,57 @@ def test_a_store_from_before_versions_is_version_1_read_as_is_and_upgraded_by_a_
     assert open_store_for_reading(str(db)).version == SCHEMA_VERSION
 
 
+def _digests(db: str) -> list[tuple[str, str | None, dict]]:
+    engine = create_engine(db_url(db))
+    with engine.connect() as c:
+        rows = c.execute(text("SELECT point_key, config_digest, CAST(config AS TEXT) FROM points "
+                              "ORDER BY point_key")).all()
+    engine.dispose()
+    return [(k, d, json.loads(t)) for k, d, t in rows]
+
+
+def _fills_digests_on_upgrade(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``db``: a version-3 store (no ``points.config_digest``) with points; a writer upgrades it to this version
+    and fills each existing row's digest with what the writer stores for a new point (in rounds of 2 points here)."""
+    from ddlio.identity import config_digest
+    from ddlio.store import schema
+
+    monkeypatch.setattr(schema, "_FILL_ROWS", 2)
+    Store(db).engine.dispose()  # a writer upgrades
+    rows = _digests(db)
+    assert rows and all(d == config_digest(c) for _, d, c in rows), rows
+    assert len({d for _, d, _ in rows}) == len({json.dumps({k: v for k, v in c.items() if k not in
+                                                            ("repeat", "point_key", "dataset_key", "overrides")},
+                                                           sort_keys=True) for _, _, c in rows})
+    assert open_store_for_reading(db).version == SCHEMA_VERSION
+
+
+def test_an_upgrade_to_version_4_gives_every_stored_point_its_config_digest(tmp_path, monkeypatch):
+    """A store written by f89f3ac (version 3, six points): upgraded, each point's digest is the writer's own."""
+    db = tmp_path / "old.db"
+    shutil.copyfile(Path(__file__).parent / "fixtures" / "stores" / "store-f89f3ac.db", db)
+    with sqlite3.connect(db) as c:
+        assert "config_digest" not in [r[1] for r in c.execute("pragma table_info(points)")]
+    p = subprocess.run([sys.executable, "-m", "analysis", "summary", "--db", str(db)], capture_output=True,
+                       text=True, env=cli_env(tmp_path))
+    assert p.returncode == 2 and "schema version 3" in p.stderr  # a reader asks for the upgrade, touches nothing
+    _fills_digests_on_upgrade(str(db), monkeypatch)
+
+
+@pytest.mark.postgres
+def test_a_postgresql_upgrade_to_version_4_fills_config_digests(pg_url, tmp_path, monkeypatch):
+    store = Store(pg_url)
+    for r in range(3):
+        assert store.record(fake_result(point(tmp_path, f"repeat={r}")))
+    store.engine.dispose()
+    engine = create_engine(db_url(pg_url))
+    with engine.begin() as c:
+        c.execute(text("ALTER TABLE points DROP COLUMN config_digest"))
+    engine.dispose()
+    _set_version(pg_url, 3)
+    _fills_digests_on_upgrade(pg_url, monkeypatch)
+
+
 #: every command that only reads the store, with the arguments it needs (its outputs under the test's tmp_path)
 READERS = {"summary": [], "status": [], "figures": ["--out", "figs"], "guidelines": [], "report": ["--out", "r.html"],
            "query": ["SELECT count(*) FROM points"], "export": ["--out", "points.csv"], "diagnose": []}

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from ddlio.identity import config_digest
 from ddlio.store.models import Point, _now
 from ddlio.store.rows import RowWriter, _json_safe
 
@@ -43,6 +44,7 @@ class ObservedMixin(RowWriter):
             end = obs.get("end_unix")
             partial = "; ".join(obs.get("partial") or [])
             partial = f"partial Darshan log, kept with --partial: {partial}" if partial else ""
+            stored = _json_safe(obs)
             row = Point(
                 point_key=key, dataset_key="darshan", status="completed", source="darshan", attempts=0,
                 label=f"observed{' (partial log)' if partial else ''}: {name} job {obs.get('job_id') or '?'} "
@@ -54,7 +56,7 @@ class ObservedMixin(RowWriter):
                 samples=int(reads or 0), sample_size=round(nbytes / reads) if reads else 0, sample_size_stdev=0,
                 samples_per_file=round(reads / files) if reads and files else 0, num_files=files,
                 batch_size=0, epochs=1, compute_time_s=0.0, cache_policy="observed", cluster="darshan",
-                data_root=obs.get("data_root", ""), config=_json_safe(obs),
+                data_root=obs.get("data_root", ""), config=stored, config_digest=config_digest(stored),
                 bytes_read=app if app else nbytes, posix_reads=reads, posix_bytes_read=nbytes,
                 posix_read_time_s=obs.get("posix_read_time_s"), posix_size_hist=obs.get("posix_size_hist"),
                 amplification=nbytes / app if app and nbytes is not None else None,

@@ -10,9 +10,10 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 #: version of the store's tables, recorded in its ``ddlio_meta`` table. 1: the tables as written before versions were
 #: recorded (no meta table); 2: + ``ddlio_meta``; 3: + ``points.agg_perf_by_slowest_mib_s`` (imported Darshan
-#: logs; the file-system layer's columns came with 2). A change to the tables bumps it; writers (sweep.py, ``analysis
+#: logs; the file-system layer's columns came with 2); 4: + ``points.config_digest`` (filled for the existing
+#: rows by the upgrade). A change to the tables bumps it; writers (sweep.py, ``analysis
 #: ingest``) upgrade an older store (new tables, new nullable columns), readers refuse a store newer than this.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class Base(DeclarativeBase):
@@ -125,6 +126,9 @@ class Point(Base):
     cluster: Mapped[str] = mapped_column(String(64))
     data_root: Mapped[str] = mapped_column(Text)
     config: Mapped[dict] = mapped_column(JSON)
+    # ddlio.identity.config_digest(config): one value per configuration as stored (repeat and keys aside), so a
+    # reader of a million points parses one config per value (NULL only for rows a writer has not upgraded yet)
+    config_digest: Mapped[str | None] = mapped_column(String(64))
     # --- measurement (whole run; NULL until completed)
     hosts: Mapped[int | None] = mapped_column(Integer)
     host_names: Mapped[list | None] = mapped_column(JSON)

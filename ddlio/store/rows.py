@@ -14,6 +14,7 @@ from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from ddlio.identity import config_digest
 from ddlio.secrets import mask_any
 from ddlio.store.engine import _db_errors
 from ddlio.store.models import Environment, Point
@@ -141,4 +142,5 @@ class RowWriter:
         row.source = "ddlio"
         row.cluster = str(p["cluster"]["name"])  # every stored form of a point has its cluster's name
         row.config = mask_any(p)  # a point written by an older ddlio may carry a db password: never stored
+        row.config_digest = config_digest(row.config)
         return row

@@ -9,6 +9,7 @@ from pathlib import Path
 from sqlalchemy import delete, func, insert, inspect, select, text
 from sqlalchemy.engine import URL, Connection, Engine
 
+from ddlio.identity import config_digest
 from ddlio.store.engine import MIN_FREE_BYTES, StoreError, _db_errors, _engine, _load_driver, _parse, describe
 from ddlio.store.models import SCHEMA_VERSION, Base, Meta
 from ddlio.units import format_size
@@ -180,7 +181,33 @@ def _upgrade(conn: Connection) -> list[str]:
         ddl = col.type.compile(dialect=conn.dialect)
         conn.execute(text(f'ALTER TABLE {table_name} ADD COLUMN "{col_name}" {ddl}'))
         added.append(item)
+    if "points.config_digest" in added and "points" not in added:
+        _fill_config_digests(conn)
     if version != SCHEMA_VERSION:
         conn.execute(delete(Meta).where(Meta.key == "schema_version"))
         conn.execute(insert(Meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
     return added
+
+
+#: points per round of :func:`_fill_config_digests`
+_FILL_ROWS = 2000
+
+
+def _fill_config_digests(conn: Connection) -> int:
+    """Fill ``points.config_digest`` (:func:`ddlio.identity.config_digest`) for the rows written before it existed,
+    in rounds of :data:`_FILL_ROWS` points in key order (each stored config parsed once); a row whose config is
+    not an object keeps NULL (readers treat it as a configuration of its own). Returns the rows filled."""
+    points = Base.metadata.tables["points"]
+    last, filled = "", 0
+    while True:
+        rows = conn.execute(select(points.c.point_key, points.c.config)
+                            .where(points.c.point_key > last, points.c.config_digest.is_(None))
+                            .order_by(points.c.point_key).limit(_FILL_ROWS)).all()
+        if not rows:
+            return filled
+        last = rows[-1][0]
+        todo = [{"k": k, "d": config_digest(c)} for k, c in rows if isinstance(c, dict)]
+        if todo:
+            conn.execute(text("UPDATE points SET config_digest = :d WHERE point_key = :k"), todo)
+            filled += len(todo)
+
