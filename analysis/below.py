@@ -15,7 +15,7 @@ import pandas as pd
 from sqlalchemy import select
 
 from analysis.frames import config_columns, configs
-from analysis.reading import read_frame
+from analysis.reading import read_rows
 from ddlio.store import Epoch, StoreReader
 
 #: a first read is flagged when it differs from the repeats' mean by more than this many of their standard
@@ -27,19 +27,29 @@ MIN_REPEATS = 2
 
 
 def epoch_bandwidths(store: StoreReader, point_keys: list[str]) -> pd.DataFrame:
-    """``point_key, epoch, first_read, bandwidth_mib_s`` (MiB/s) of the given points' epochs, in point key and epoch
-    order. Read as the completed points' epochs in one query and kept if among ``point_keys`` (no list of keys in
-    the SQL: a million would pass any limit on bound parameters)."""
+    """``point_key, epoch, first_read, bandwidth_mib_s`` (MiB/s) of the given points' epochs whose first-read
+    state is known, in point key and epoch order. The completed points' epochs are read in slices and kept if
+    among ``point_keys`` (no list of keys in the SQL: a million would pass any limit on bound parameters); each
+    kept row's key is the caller's own key object, so a million epochs cost no text each."""
     cols = ["point_key", "epoch", "first_read", "bandwidth_mib_s"]
     if not point_keys:
         return pd.DataFrame(columns=cols)
-    stmt = select(Epoch.point_key, Epoch.epoch, Epoch.first_read, Epoch.bandwidth_mib_s).order_by(
-        Epoch.point_key, Epoch.epoch)
-    df = read_frame(store, stmt)
-    # a hash lookup on object arrays (isin on arrow strings is slow at a million)
-    keep = pd.Index(pd.unique(np.asarray(point_keys, dtype=object))).get_indexer(
-        df["point_key"].to_numpy(dtype=object)) >= 0
-    return df[keep].reset_index(drop=True)[cols]
+    stmt = (select(Epoch.point_key, Epoch.epoch, Epoch.first_read, Epoch.bandwidth_mib_s)
+            .where(Epoch.first_read.is_not(None)).order_by(Epoch.point_key, Epoch.epoch))
+    keys = np.asarray(pd.unique(np.asarray(point_keys, dtype=object)), dtype=object)
+    index = pd.Index(keys, dtype=object)  # a hash lookup on object arrays (isin on arrow strings is slow)
+    parts = []
+    for rows in read_rows(store, stmt):
+        pos = index.get_indexer([r[0] for r in rows])
+        keep = np.flatnonzero(pos >= 0)
+        if len(keep):
+            parts.append((pos[keep], np.array([(rows[i][1], rows[i][2], rows[i][3]) for i in keep], dtype=float)))
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    pos = np.concatenate([p for p, _ in parts])
+    vals = np.concatenate([v for _, v in parts])
+    return pd.DataFrame({"point_key": pd.Series(keys[pos], dtype=object), "epoch": vals[:, 0].astype(np.int64),
+                         "first_read": vals[:, 1].astype(bool), "bandwidth_mib_s": vals[:, 2]})
 
 
 def first_read_frame(points: pd.DataFrame, epochs: pd.DataFrame) -> pd.DataFrame:
@@ -50,11 +60,16 @@ def first_read_frame(points: pd.DataFrame, epochs: pd.DataFrame) -> pd.DataFrame
             "flagged"]
     if points.empty or epochs.empty or not epochs["first_read"].notna().any():
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
-    cfg = configs(points)
-    cfg = cfg.assign(label=cfg["format"].astype(str) + "/" + cfg["access"].astype(str) + " " + cfg["label"])
-    by = config_columns(points)
-    ids = points[["point_key", *by]].merge(cfg[["config_id", "label", *by]], on=by, how="left")
-    e = epochs.dropna(subset=["first_read"]).merge(ids[["point_key", "config_id", "label"]], on="point_key")
+    cfg = configs(points, ["bandwidth_mib_s"]).set_index("config_id").sort_index()
+    label = (cfg["format"].astype(str) + "/" + cfg["access"].astype(str) + " " + cfg["label"]).to_numpy(dtype=object)
+    # each point's config_id: configs() numbers the configurations in the sorted order of their columns
+    cid = points.groupby(config_columns(points), sort=True, dropna=False).ngroup().to_numpy()
+    e = epochs.dropna(subset=["first_read"])
+    pos = pd.Index(points["point_key"].to_numpy(dtype=object), dtype=object).get_indexer(
+        e["point_key"].to_numpy(dtype=object))
+    e = e[pos >= 0]
+    ids = cid[pos[pos >= 0]]
+    e = e.assign(config_id=ids, label=label[ids])
     e["first_read"] = e["first_read"].astype(bool)
     rows = []
     for (cid, label), g in e.groupby(["config_id", "label"], sort=True):

@@ -9,7 +9,7 @@ import pandas as pd
 from sqlalchemy import Text, cast, func, or_, select
 
 from analysis.configs import Configs, identities
-from analysis.reading import read_coded, read_frame, read_rows
+from analysis.reading import SLICE_ROWS, read_coded, read_frame, read_grouped, read_rows, release_freed_memory
 from analysis.where import Filter
 from ddlio.store import Environment, Epoch, Measurement, Point, StoreReader
 
@@ -93,7 +93,9 @@ def failed_frame(store: StoreReader, completed: pd.DataFrame | None = None) -> p
     own = or_(Point.source.is_(None), Point.source == "ddlio")  # summary's own points: observed runs keep theirs
     coder = Configs()
     if completed is not None and len(completed) and not _other_sources(store):
-        coder.add(pd.unique(completed["config"].to_numpy(dtype=object)).tolist())  # bare texts: code as themselves
+        # bare texts: code as themselves (one object per configuration: a dict sees them at a pointer's cost,
+        # where pd.unique would hash each text's characters)
+        coder.add(list(dict.fromkeys(completed["config"].tolist())))
         rest = select(cast(Point.config, Text)).where(own, Point.status != "completed")
     else:
         rest = select(cast(Point.config, Text)).where(own)
@@ -149,32 +151,32 @@ def parse_where(where: str | Filter | None) -> Filter | None:
 def analysis_frame(store: StoreReader, where: str | Filter | None = None) -> pd.DataFrame:
     """Completed points of sweeps (not observed runs, see :func:`observed_frame`), one row each:
     :data:`CONFIG_COLUMNS` (``format_options`` as JSON text), ``repeat``,
-    :data:`METRIC_COLUMNS` and provenance columns; read in one SQL query (fast on 100,000 points).
+    :data:`METRIC_COLUMNS` and provenance columns; read with one query over the points' own columns and one per
+    500 configurations for what a configuration's points share (:func:`analysis.reading.read_grouped`).
 
     ``where`` is a filter in the language of :mod:`analysis.where` over these columns (e.g.
     ``"format == 'hdf5' and nodes >= 2"``), checked before the store is read; a refused one raises
     :class:`analysis.where.FilterError` (a :class:`ddlio.errors.DdlioError`) saying what is allowed.
     """
     checked = parse_where(where)
-    cols = []
-    for name in ANALYSIS_COLUMNS:
-        if name in DERIVED_COLUMNS or name == "config":
-            continue
-        col = Point.__table__.columns[name]
-        cols.append(cast(col, Text).label(name) if name == "format_options" else col)
     # the sweep's own points: observed runs (imported Darshan logs) are shown beside them, never compared as them
     own = or_(Point.source.is_(None), Point.source != "darshan")
-    # the stored config last: read in slices and coded per configuration as it streams, never held per point
-    stmt = select(*cols, cast(Point.config, Text).label("config")).where(Point.status == "completed", own).order_by(
-        Point.point_key)
+    # what every point of a configuration shares is read once per configuration (and its stored config with it)
+    shared = [cast(Point.format_options, Text).label("format_options") if c == "format_options"
+              else Point.__table__.columns[c] for c in CONFIG_COLUMNS if c not in _MEASURED_CONFIG]
+    names = {c.name for c in shared} | set(DERIVED_COLUMNS) | {"config", "label"}
+    own_cols = [Point.__table__.columns[c] for c in ANALYSIS_COLUMNS if c not in names]
     coder = Configs()
-    df = read_coded(store, stmt, coder)
+    df = read_grouped(store, own_cols, shared, (Point.status == "completed") & own, coder)
     df["striping_applicable"] = df["striping_applicable"].astype("boolean")
     for c in METRIC_COLUMNS:
         df[c] = df[c].astype("float64")
     df = _with_codes(df, coder, _memory(store) if len(df) else {})
     df = df[[c for c in ANALYSIS_COLUMNS if c not in DERIVED_COLUMNS] + list(DERIVED_COLUMNS)]  # as stored, then
-    return checked.apply(df) if checked else df
+    df = checked.apply(df) if checked else df
+    if len(df) >= SLICE_ROWS:
+        release_freed_memory()
+    return df
 
 
 def _memory(store: StoreReader) -> dict[str, float]:
@@ -184,6 +186,8 @@ def _memory(store: StoreReader) -> dict[str, float]:
     return {i: float(raw["memory_bytes"]) for i, raw in rows if isinstance(raw, dict) and raw.get("memory_bytes")}
 
 
+#: :data:`CONFIG_COLUMNS` the store sets from the point's outcome, not its config alone: read for each point
+_MEASURED_CONFIG = ("settle",)
 #: columns of :func:`analysis_frame` computed from the stored config (:mod:`ddlio.identity`) and the verdict
 DERIVED_COLUMNS = ("config_key", "validity", "invalid_reasons")
 
@@ -252,43 +256,86 @@ def hist_frame(store: StoreReader, point_keys: list[str] | None = None,
     """Each completed point's read-latency histogram summed over its epochs: (point keys sorted, int64 matrix).
 
     With ``by`` (a Series from point key to a group, e.g. each point's ``config_key``), the histograms are summed
-    per group instead: (the groups, in order of their first point; their matrix), a row per configuration rather
-    than per point. The epochs are read in slices either way, so the texts never sit in memory at once."""
-    stmt = (select(Epoch.point_key, cast(Epoch.hist, Text).label("hist"))
-            .join(Point, Point.point_key == Epoch.point_key).where(Point.status == "completed")
-            .order_by(Epoch.point_key))
-    wanted = None if point_keys is None else set(point_keys)
-    group_of = None if by is None else dict(zip(by.index, by.to_numpy(), strict=True))
-    names: list[Any] = []  # each row's point key (or group)
+    per group instead: (the groups, in order of their first point by key; their matrix), a row per configuration
+    rather than per point; points not in ``by`` are left out. The epochs are read in slices, so their texts are
+    never in memory at once, and per group summed as they pass."""
+    if by is None:
+        stmt = (select(Epoch.point_key, cast(Epoch.hist, Text).label("hist"))
+                .join(Point, Point.point_key == Epoch.point_key).where(Point.status == "completed")
+                .order_by(Epoch.point_key))
+        wanted = None if point_keys is None else pd.Index(np.asarray(point_keys, dtype=object), dtype=object)
+        return _hists_per_point(store, stmt, wanted)
+    # per group: the epochs in any order (each group's place is its first point's, by key), only the completed
+    # points' unless the caller names its points (analysis_frame's are completed ones)
+    stmt = select(Epoch.point_key, cast(Epoch.hist, Text).label("hist"))
+    if point_keys is None:
+        stmt = stmt.join(Point, Point.point_key == Epoch.point_key).where(Point.status == "completed")
+    if by.empty:
+        return pd.Series([], dtype=object, name=by.name or "group"), np.zeros((0, 0), dtype=np.int64)
+    index = pd.Index(by.index.to_numpy(dtype=object), dtype=object)
+    rank = np.empty(len(index), dtype=np.int64)  # each of by's points: its place in key order
+    rank[np.argsort(index.to_numpy(), kind="stable")] = np.arange(len(index))
+    # each of by's points: its group as a number (a point not in ``by``, or not wanted: -1, left out)
+    gcodes, gnames = pd.factorize(pd.Series(by.to_numpy(dtype=object), dtype=object), use_na_sentinel=False)
+    if point_keys is not None:
+        gcodes = np.where(index.isin(pd.Index(np.asarray(point_keys, dtype=object), dtype=object)), gcodes, -1)
+    gnames = np.asarray(gnames, dtype=object)
+    acc = np.zeros((len(gnames), 0), dtype=np.int64)
+    first = np.full(len(gnames), np.iinfo(np.int64).max)  # each group's first point (its rank)
+    for rows in read_rows(store, stmt):
+        pos = index.get_indexer([r[0] for r in rows])
+        g = np.where(pos >= 0, gcodes[pos], -1)
+        keep = g >= 0
+        if not keep.all():
+            rows = [r for r, k in zip(rows, keep, strict=True) if k]
+            pos, g = pos[keep], g[keep]
+        if not rows:
+            continue
+        mat = parse_hists([r[1] for r in rows])
+        if mat.shape[1] > acc.shape[1]:
+            acc = np.pad(acc, ((0, 0), (0, mat.shape[1] - acc.shape[1])))
+        _add_rows(acc, g, mat)
+        np.minimum.at(first, g, rank[pos])
+    present = np.flatnonzero(first < np.iinfo(np.int64).max)
+    order = present[np.argsort(first[present], kind="stable")]
+    return pd.Series(gnames[order], dtype=object, name=by.name or "group"), acc[order]
+
+
+def _add_rows(acc: np.ndarray, rows: np.ndarray, mat: np.ndarray) -> None:
+    """``acc[rows[i], :mat.shape[1]] += mat[i]`` for every i: a column at a time (a count per row of ``acc``;
+    exact while a column's sum stays below 2**53)."""
+    cols = np.ascontiguousarray(mat.T)
+    for j in range(cols.shape[0]):
+        if cols[j].any():
+            acc[:, j] += np.bincount(rows, weights=cols[j], minlength=acc.shape[0]).astype(np.int64)
+
+
+def _hists_per_point(store: StoreReader, stmt: Any, wanted: pd.Index | None) -> tuple[pd.Series, np.ndarray]:
+    """:func:`hist_frame` without groups: a row per point (its epochs summed), in point-key order."""
+    names: list[Any] = []  # each row's point key
     row_of: dict[Any, int] = {}
-    sums: list[np.ndarray] = []  # per slice: (rows, matrix)
-    rows_idx: list[np.ndarray] = []
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
     width = 0
     for rows in read_rows(store, stmt):
         if wanted is not None:
-            rows = [r for r in rows if r[0] in wanted]
+            keep = wanted.get_indexer([r[0] for r in rows]) >= 0
+            rows = [r for r, k in zip(rows, keep, strict=True) if k]
         if not rows:
             continue
         mat = parse_hists([r[1] for r in rows])
         idx = np.empty(len(rows), dtype=np.int64)
         for i, r in enumerate(rows):
-            name = r[0] if group_of is None else group_of.get(r[0])
-            j = row_of.get(name)
+            j = row_of.get(r[0])
             if j is None:
-                j = row_of[name] = len(names)
-                names.append(name)
+                j = row_of[r[0]] = len(names)
+                names.append(r[0])
             idx[i] = j
         width = max(width, mat.shape[1])
-        sums.append(mat)
-        rows_idx.append(idx)
+        parts.append((idx, mat))
     out = np.zeros((len(names), width), dtype=np.int64)
-    for idx, mat in zip(rows_idx, sums, strict=True):  # each slice's rows summed per row of ``out``
-        order = np.argsort(idx, kind="stable")
-        idx = idx[order]
-        starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
-        out[idx[starts], : mat.shape[1]] += np.add.reduceat(mat[order], starts, axis=0)
-    name = "point_key" if by is None else (by.name or "group")
-    return pd.Series(names, dtype=object, name=name), out
+    for idx, mat in parts:
+        _add_rows(out, idx, mat)
+    return pd.Series(names, dtype=object, name="point_key"), out
 
 
 def per_configuration(points: pd.DataFrame) -> pd.Series:

@@ -1,5 +1,6 @@
 """Reading the store into frames: a query as one frame, or in slices (bounded memory whatever the store's size),
-with the stored config coded per configuration as the slices pass (:class:`analysis.configs.Configs`)."""
+with the stored config coded per configuration as the slices pass (:class:`analysis.configs.Configs`), or read
+once per configuration (:func:`read_grouped`: the columns every point of a configuration shares, from one of them)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from sqlalchemy import Text, cast, func, literal, select
 
 from analysis.configs import Configs
-from ddlio.store import StoreReader
+from ddlio.store import Point, StoreReader
 
 
 def read_frame(store: StoreReader, stmt: Any) -> pd.DataFrame:
@@ -62,3 +64,77 @@ def read_coded(store: StoreReader, stmt: Any, coder: Configs) -> pd.DataFrame:
         if len({str(p[c].dtype) for p in parts}) > 1:
             df[c] = pd.DataFrame.from_records([(v,) for v in df[c].tolist()], columns=[c], coerce_float=True)[c]
     return df.assign(_code=np.concatenate(codes))
+
+
+def _frame(rows: list[tuple[Any, ...]], names: list[str], shared: dict[Any, Any]) -> pd.DataFrame:
+    """``rows`` as a frame; each text of a text column replaced by one object per distinct text (``shared``, across
+    slices), so a million points' ``cache`` or ``fs_type`` cost a pointer each, not a string each."""
+    df = pd.DataFrame.from_records(rows, columns=names, coerce_float=True)
+    for c in names:
+        col = df[c]
+        if col.dtype == object and len(col):
+            codes, uniq = pd.factorize(col, use_na_sentinel=True)
+            if len(uniq) * 8 < len(col):  # few distinct values: share them
+                objs = np.array([shared.setdefault(u, u) for u in uniq] + [None], dtype=object)
+                df[c] = objs[codes]
+    return df
+
+
+def _typed_as_one_read(df: pd.DataFrame, parts: list[pd.DataFrame], names: list[str]) -> pd.DataFrame:
+    """``df`` (``parts`` concatenated) with each column whose type differs between parts (e.g. all empty in one)
+    typed as a single read of all rows types it."""
+    for c in names:
+        if len({str(p[c].dtype) for p in parts}) > 1:
+            df[c] = pd.DataFrame.from_records([(v,) for v in df[c].tolist()], columns=[c], coerce_float=True)[c]
+    return df
+
+
+def read_grouped(store: StoreReader, per_point: list[Any], per_config: list[Any], where: Any,
+                 coder: Configs) -> pd.DataFrame:
+    """The points ``where`` holds, in point-key order, as one frame: the ``per_point`` columns read for every
+    point; the ``per_config`` columns (stored once per configuration: format, access, stripe count ...) and the
+    stored config (coded by ``coder``: column ``_code``) read for one point of each ``config_digest`` and copied
+    to the others. A row without a digest (not yet upgraded) is a configuration of its own. Each column's type
+    is the one a single read of all rows gives."""
+    group = func.coalesce(Point.config_digest, literal("point:") + Point.point_key).label("_group")
+    names = ["_group", *(c.name for c in per_point)]
+    parts: list[pd.DataFrame] = []
+    shared: dict[Any, Any] = {}
+    stmt = select(group, *per_point).where(where).order_by(Point.point_key)
+    for rows in read_rows(store, stmt):
+        parts.append(_frame(rows, names, shared))
+    if not parts:
+        empty = pd.DataFrame.from_records([], columns=names[1:] + [c.name for c in per_config], coerce_float=True)
+        return empty.assign(_code=np.zeros(0, np.int64))
+    df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    df = _typed_as_one_read(df, parts, names)
+    del parts
+    which, groups = pd.factorize(df.pop("_group"))  # each point's group, numbered in order of appearance
+    firsts = np.unique(which, return_index=True)[1]  # each group's first point
+    keys = df["point_key"].to_numpy(dtype=object)[firsts]
+    cnames = ["_group", *(c.name for c in per_config)]
+    got: list[tuple[Any, ...]] = []
+    cstmt = select(group, *per_config, cast(Point.config, Text).label("config"))
+    for i in range(0, len(keys), 500):  # below SQLite's oldest limit of 999 bound variables
+        for rows in read_rows(store, cstmt.where(Point.point_key.in_(keys[i:i + 500].tolist()))):
+            got.extend(rows)
+    by_group = {r[0]: r for r in got}
+    ordered = [by_group[g] for g in groups]
+    cfg = pd.DataFrame.from_records([r[:-1] for r in ordered], columns=cnames, coerce_float=True)
+    codes = coder.add([r[-1] for r in ordered])
+    copied = {c: cfg[c].to_numpy()[which] for c in cnames[1:]}
+    return df.assign(**copied, _code=codes[which])
+
+
+def release_freed_memory() -> None:
+    """Hand the heap memory freed by a large read back to the system (glibc's ``malloc_trim``; elsewhere only a
+    garbage collection): a million points read in slices leave ~250 MiB freed but held, which every process the
+    report or the figures then fork would count again."""
+    import contextlib  # lazy: only after a large read
+    import ctypes
+    import gc
+
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+

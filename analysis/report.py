@@ -14,6 +14,8 @@ import base64
 import datetime as dt
 import html
 import json
+import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -36,6 +38,7 @@ from analysis.query import (
     status_counts,
 )
 from analysis.report_sections import answers_section, readable, validity_section
+from ddlio.errors import DdlioError
 from ddlio.secrets import mask
 from ddlio.store import Point, StoreReader, Sweep, describe, open_store_for_reading
 
@@ -134,8 +137,23 @@ def _verdict_class(v: pd.Series) -> pd.Series:
 
 def build_report(store: StoreReader, where: str | None = None, title: str = "ddlio report",
                  db_name: str = "") -> str:
-    """The whole report as one HTML string (figures embedded as base64 PNG)."""
-    points = analysis_frame(store, where)
+    """The whole report as one HTML string (figures embedded as base64 PNG). The diagnosis (and the layouts
+    table) is worked out in a process of its own beside the rest (it reads the store its own way), started before
+    anything else when there is no filter; the guidelines in another while the figures are drawn."""
+    db = store.url.render_as_string(hide_password=False)
+    diagnosis = None if where else _Background(_diagnosis_html, db, None, None)
+    try:
+        points = analysis_frame(store, where)
+        if diagnosis is None:  # the filter's points, as the diagnosis reads them
+            diagnosis = _Background(_diagnosis_html, db, where, points["point_key"].tolist())
+        return _assemble(store, where, title, db_name, points, diagnosis)
+    finally:
+        if diagnosis is not None:
+            diagnosis.close()  # a section failed before the diagnosis was asked for: it is not wanted
+
+
+def _assemble(store: StoreReader, where: str | None, title: str, db_name: str, points: pd.DataFrame,
+              diagnosis: _Background) -> str:
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
              f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -146,20 +164,88 @@ def build_report(store: StoreReader, where: str | None = None, title: str = "ddl
                  + ", ".join(f"{n} {html.escape(str(k))}" for k, n in sorted(counts.items()))
                  + f"); {len(points)} completed points analysed.</p>")
     st = G.Settings()
-    valid, invalid_note = _valid(points)
-    lay, fmt, stmts = G.compute(valid, st) if len(valid) else (pd.DataFrame(), pd.DataFrame(), [])
+    guides = _Background(_guidelines, store.url.render_as_string(hide_password=False), points, st)
+    try:
+        figures = _figures_section(store, points, beside=(guides, diagnosis))  # meanwhile
+        lay, fmt, stmts, below, invalid_note = guides.result()
+    finally:
+        guides.close()
     parts += answers_section(lay, fmt, st.metric, invalid_note) if len(points) else []
-    parts += _figures_section(store, points)
-    parts += _guidelines_section(store, points, st, (lay, fmt, stmts))
+    parts += figures
+    parts += _guidelines_section(points, st, (lay, fmt, stmts), below)
     parts += _swept_section(store, points, failed_frame(store, None if where else points))
     # the diagnosis: its own package (analysis.diagnose); with a filter, of the points read here
-    parts.append(diagnosis_section(store, where, points if where else None))
+    diagnosed, layouts = diagnosis.result()
+    parts.append(diagnosed)
     parts.append("<h2>Provenance</h2><h3>Environments</h3>")
     parts.append(html_table(provenance_frame(store)))
     parts.append("<h3>File systems and stripe layouts</h3>")
-    parts.append(html_table(layouts_frame(store)))
+    parts.append(html_table(layouts))
     parts.append("</body></html>\n")
     return "".join(parts)
+
+
+def _diagnosis_html(db: str, where: str | None, keys: list[str] | None) -> tuple[str, pd.DataFrame]:
+    """(the report's diagnosis section, :func:`layouts_frame`) of the store ``db`` (the diagnosis of the points
+    ``keys`` when a filter chose them)."""
+    store = open_store_for_reading(db)
+    try:
+        return (diagnosis_section(store, where, None if keys is None else pd.DataFrame({"point_key": keys})),
+                layouts_frame(store))
+    finally:
+        store.engine.dispose()
+
+
+class _Background:
+    """``fn(*args)`` worked out in a forked process while this one goes on (a second CPU): :meth:`result` waits
+    for it (its exception, raised here); :meth:`close` stops it if its result is no longer wanted. Ctrl-C reaches
+    the whole process group: the child ignores it, the parent stops it."""
+
+    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+        from multiprocessing import get_context  # lazy: only the report works beside itself
+
+        ctx = get_context("fork")
+        self._recv, send = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=_child, args=(send, fn, args), daemon=True)
+        self._proc.start()
+        send.close()
+
+    def result(self) -> Any:
+        try:
+            ok, value = self._recv.recv()
+        except EOFError:
+            raise DdlioError(f"the report's background process died (exit code {self._proc.exitcode}): out of "
+                             "memory? see dmesg") from None
+        finally:
+            self.close()
+        if not ok:
+            raise value
+        return value
+
+    def alive(self) -> bool:
+        """Whether it is still working."""
+        return self._proc.is_alive()
+
+    def close(self) -> None:
+        if self._proc.is_alive():
+            self._proc.terminate()
+        self._proc.join()
+        self._recv.close()
+
+
+def _child(send: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        out = (True, fn(*args))
+    except BaseException as e:  # whatever it is, the parent raises it
+        out = (False, e)
+    try:
+        send.send(out)
+    except Exception as e:  # an exception that does not pickle: its text does
+        send.send((False, RuntimeError(f"{type(out[1]).__name__}: {out[1]}" if not out[0] else repr(e))))
+    send.close()
 
 
 def _n_points(store: StoreReader) -> int:
@@ -210,8 +296,24 @@ def _valid(points: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return valid_only(points)
 
 
-def _guidelines_section(store: StoreReader, points: pd.DataFrame, st: G.Settings,
-                        computed: tuple[pd.DataFrame, pd.DataFrame, list[dict]]) -> list[str]:
+def _guidelines(db: str, points: pd.DataFrame,
+                st: G.Settings) -> tuple[pd.DataFrame, pd.DataFrame, list[dict], list[str], str]:
+    """(layout guidelines, format guidelines, statements, notes on caches below the client, the note on the
+    points left out as invalid) of ``points`` of the store ``db``: the guidelines of the valid ones, the notes of
+    all."""
+    if points.empty:
+        return pd.DataFrame(), pd.DataFrame(), [], [], ""
+    _, invalid_note = _valid(points[["validity", "invalid_reasons"]])
+    store = open_store_for_reading(db)
+    try:
+        lay, fmt, stmts = G.compute(points, st)
+        return lay, fmt, stmts, G.below_notes(store, points), invalid_note
+    finally:
+        store.engine.dispose()
+
+
+def _guidelines_section(points: pd.DataFrame, st: G.Settings,
+                        computed: tuple[pd.DataFrame, pd.DataFrame, list[dict]], below: list[str]) -> list[str]:
     """The guidelines: the statements, then the stripe layout and the format per scenario."""
     parts = ["<h2>Guidelines</h2>"]
     if points.empty:
@@ -221,7 +323,7 @@ def _guidelines_section(store: StoreReader, points: pd.DataFrame, st: G.Settings
                  f"[{st.confidence:.0%} bootstrap interval, {st.n_boot} resamples, seed {st.seed}]. "
                  "<b>cannot decide</b> means the data do not separate the best choice from another: intervals "
                  "overlap, repetitions are missing, or striping was not applicable (not Lustre).</p>")
-    for n in G.below_notes(store, points):
+    for n in below:
         parts.append(f"<p class='note below'><b>Cache below the client.</b> {html.escape(n)}</p>")
     parts.append("<h3>Statements</h3><ul>")
     for s in stmts:
@@ -246,12 +348,14 @@ def _guidelines_section(store: StoreReader, points: pd.DataFrame, st: G.Settings
     return parts
 
 
-def _figures_section(store: StoreReader, points: pd.DataFrame) -> list[str]:
-    """The figures, embedded as base64 PNG (or why each was not drawn)."""
+def _figures_section(store: StoreReader, points: pd.DataFrame, beside: tuple[_Background, ...] = ()) -> list[str]:
+    """The figures, embedded as base64 PNG (or why each was not drawn), drawn in worker processes on the CPUs
+    that the processes working ``beside`` them leave (one at least): their memory adds up too."""
     parts = ["<h2>Figures</h2>"]
     keys, hists = hist_frame(store, points["point_key"].tolist(), by=per_configuration(points))
     jobs = plan_figures(points, keys, hists)
-    images = render_png(jobs)  # drawn in worker processes, as the figures command draws them
+    workers = max(1, (os.cpu_count() or 1) - sum(b.alive() for b in beside))
+    images = render_png(jobs, workers=workers)  # drawn in worker processes, as the figures command draws them
     # many per-format figures of few bars each: the overview (small multiples, one scale) stands for them
     per_format = [j.name for j in jobs if j.name.startswith("config_") and j.draw is not None]
     fold = any(j.name == "overview_bandwidth" for j in jobs) and len(per_format) > 2 and \

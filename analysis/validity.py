@@ -79,7 +79,8 @@ def verdicts(points: pd.DataFrame, memory_bytes: dict[str, float] | None = None)
     cols = [c for c in _INPUTS if c in points.columns]
     facts = points[cols].reset_index(drop=True).assign(_cv=cv)
     if "env_id" in facts.columns:
-        facts["_mem"] = facts["env_id"].map(lambda e: float(memory_bytes.get(e, float("nan"))))
+        env, envs = pd.factorize(facts["env_id"], use_na_sentinel=False)  # a lookup per environment, not per point
+        facts["_mem"] = np.array([float(memory_bytes.get(e, float("nan"))) for e in envs], dtype=float)[env]
         facts = facts.drop(columns="env_id")
     else:
         facts["_mem"] = float(memory_bytes.get(None, float("nan")))
@@ -101,8 +102,10 @@ def _factorize(facts: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
     """(each row's code, the distinct rows in order of first appearance); missing values are values too."""
     if facts.empty:
         return np.zeros(0, dtype=np.int64), facts
-    parts = [pd.factorize(facts[c], use_na_sentinel=False)[0] for c in facts.columns]
-    codes, _ = pd.factorize(pd.MultiIndex.from_arrays(parts) if len(parts) > 1 else parts[0])
+    codes = np.zeros(len(facts), dtype=np.int64)
+    for c in facts.columns:  # the combination so far and this column, numbered again (never past int64)
+        part, uniq = pd.factorize(facts[c], use_na_sentinel=False)
+        codes, _ = pd.factorize(codes * len(uniq) + part)
     first = np.unique(codes, return_index=True)[1]
     return codes, facts.iloc[first].reset_index(drop=True)
 

@@ -194,6 +194,33 @@ def test_analysis_frame_reads_completed_points_and_filters(tmp_path):
     assert hists.shape == (2, 160) and hists.sum(axis=1).tolist() == [64, 64]
 
 
+def test_analysis_frame_reads_per_configuration_what_one_query_of_every_point_gives(tmp_path):
+    """The columns a configuration's points share are read from one of them (``config_digest``); the frame equals
+    the plain read of every column of every point, rows a writer has not given a digest yet included."""
+    from analysis.query import ANALYSIS_COLUMNS, DERIVED_COLUMNS, METRIC_COLUMNS, with_identity
+
+    rows = [dict(stripe_count=c, repeat=r, bandwidth=100.0 + 10 * c + r, format=f, lustre=f == "hdf5",
+                 amplification=None if f == "npz" and r == 0 else 1.25)
+            for f in ("hdf5", "npz") for c in (1, 4) for r in range(3)]
+    store = build_store(tmp_path, rows)
+    with sqlite3.connect(tmp_path / "r.db") as conn:
+        digests = dict(conn.execute("SELECT point_key, config_digest FROM points").fetchall())
+        conn.execute("UPDATE points SET config_digest = NULL WHERE repeat = 2")  # as if not upgraded yet
+        cols = [c for c in ANALYSIS_COLUMNS if c not in DERIVED_COLUMNS and c not in ("config", "label")]
+        ref = pd.read_sql_query(f"SELECT {', '.join(cols)}, CAST(config AS TEXT) AS config FROM points "
+                                "WHERE status = 'completed' ORDER BY point_key", conn)
+    assert len(set(digests.values())) == 4 and None not in digests.values()  # one per configuration
+    ref["striping_applicable"] = ref["striping_applicable"].astype("boolean")
+    ref[METRIC_COLUMNS] = ref[METRIC_COLUMNS].astype("float64")
+    ref = with_identity(ref, {})
+    ref = ref[[c for c in ANALYSIS_COLUMNS if c not in DERIVED_COLUMNS] + list(DERIVED_COLUMNS)]
+    got = analysis_frame(store)
+    assert_frame_equal(got, ref)
+    assert got["config_key"].nunique() == 4 and got["label"].nunique() == 4
+    assert_frame_equal(analysis_frame(store, "format == 'npz' and repeat < 2").reset_index(drop=True),
+                       ref[(ref["format"] == "npz") & (ref["repeat"] < 2)].reset_index(drop=True))
+
+
 def test_histograms_per_configuration_are_the_sums_of_their_points(tmp_path):
     from analysis.query import per_configuration
 

@@ -185,6 +185,20 @@ def test_first_read_frame_numbers():
     assert len(notes(got)) == 1
 
 
+def test_first_read_frame_names_the_configuration_that_holds_the_first_read():
+    """Two configurations listed in another order than their columns sort (nodes before stripe count): each
+    epoch is counted in its own point's configuration, and the flagged one is named."""
+    rows = [{"stripe_count": 1, "nodes": 2, "repeat": r, "bandwidth_mib_s": 1.0} for r in range(3)]
+    rows += [{"stripe_count": 4, "nodes": 1, "repeat": r, "bandwidth_mib_s": 1.0} for r in range(3)]
+    pts = points_rows(rows)
+    ep = pd.DataFrame({"point_key": [f"k{i}" for i in range(6) for _ in (0, 1)], "epoch": [0, 1] * 6,
+                       "first_read": [True] + [False] * 11,
+                       "bandwidth_mib_s": [600.0] + [3000.0] * 5 + [2000.0] * 6})
+    got = first_read_frame(pts, ep).set_index("label")
+    assert list(got.index) == ["hdf5/shared 2N-2P-1OST"]  # only it has a first read
+    assert (got.iloc[0]["first_mib_s"], got.iloc[0]["repeats_mib_s"], got.iloc[0]["repeats_n"]) == (600.0, 3000.0, 5)
+
+
 def test_guidelines_never_compare_a_first_read_with_repeats(tmp_path):
     from analysis import guidelines as G
 

@@ -15,7 +15,7 @@ import dataclasses
 from analysis.diagnose.dl import FINDINGS as _DL
 from analysis.diagnose.findings import DRISHTI
 from analysis.diagnose.findings import FINDINGS as _IO
-from analysis.diagnose.model import Finding, Level, Subject
+from analysis.diagnose.model import EpochTable, Finding, Level, Subject
 from analysis.diagnose.thresholds import Thresholds
 
 #: every finding, in the order shown
@@ -45,4 +45,10 @@ class Diagnosis:
 def diagnose_subject(s: Subject, t: Thresholds | None = None) -> Diagnosis:
     """Every finding that applies to ``s``, with the thresholds ``t`` (default: :class:`Thresholds`)."""
     t = t or Thresholds()
-    return Diagnosis(s, [f for fn in ALL_FINDINGS if (f := fn(s, t)) is not None])
+    held = s.epochs
+    if isinstance(held, EpochTable):  # made objects once for all the findings, then held compactly again
+        s.epochs = list(held)
+    try:
+        return Diagnosis(s, [f for fn in ALL_FINDINGS if (f := fn(s, t)) is not None])
+    finally:
+        s.epochs = held

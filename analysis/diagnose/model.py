@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, overload
 
 
 class Level(enum.IntEnum):
@@ -64,6 +66,63 @@ class EpochFacts:
     cache_note: str
 
 
+class EpochTable(Sequence[EpochFacts]):
+    """A configuration's epochs held as columns (typed arrays; the texts shared), each made an
+    :class:`EpochFacts` only when read: about 130 bytes an epoch where the objects take about 1 KB, so a
+    diagnosis of a million epochs holds ~130 MiB of them."""
+
+    def __init__(self) -> None:
+        self._keys: list[str] = []  # per epoch: its point's key, cache state and note (shared text objects)
+        self._cache: list[str] = []
+        self._note: list[str] = []
+        self._ints = array("q")  # epoch, samples, meta_ops, first_read (-1: unknown)  per epoch
+        self._floats = array("d")  # au (NaN: none), wall_s, read_s, meta_s, compute_s  per epoch
+        self._has_au = array("b")
+        self._ranks = array("d")  # every epoch's rank I/O times, one after the other
+        self._rank_end = array("q")
+
+    def add(self, point_key: str, epoch: int, samples: int, meta_ops: int, au: float | None, wall_s: float,
+            read_s: float, meta_s: float, compute_s: float, rank_io_s: Iterable[float], first_read: bool | None,
+            cache: str, cache_note: str) -> None:
+        """Append one epoch (seconds as :class:`EpochFacts` has them)."""
+        self._keys.append(point_key)
+        self._cache.append(cache)
+        self._note.append(cache_note)
+        self._ints.extend((epoch, samples, meta_ops, -1 if first_read is None else int(first_read)))
+        self._has_au.append(au is not None)
+        self._floats.extend((float("nan") if au is None else au, wall_s, read_s, meta_s, compute_s))
+        self._ranks.extend(rank_io_s)
+        self._rank_end.append(len(self._ranks))
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    @overload
+    def __getitem__(self, i: int) -> EpochFacts: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[EpochFacts]: ...
+
+    def __getitem__(self, i: int | slice) -> EpochFacts | list[EpochFacts]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        epoch, samples, meta_ops, first = self._ints[4 * i:4 * i + 4]
+        au, wall, read, meta, compute = self._floats[5 * i:5 * i + 5]
+        start = self._rank_end[i - 1] if i else 0
+        return EpochFacts(point_key=self._keys[i], epoch=epoch, samples=samples, meta_ops=meta_ops,
+                          au=au if self._has_au[i] else None, wall_s=wall, read_s=read, meta_s=meta,
+                          compute_s=compute, rank_io_s=self._ranks[start:self._rank_end[i]].tolist(),
+                          first_read=None if first < 0 else bool(first), cache=self._cache[i],
+                          cache_note=self._note[i])
+
+    def __iter__(self) -> Iterator[EpochFacts]:
+        return (self[i] for i in range(len(self)))
+
+
 @dataclasses.dataclass
 class Subject:
     """What one diagnosis looks at. Counts are read calls at the file-system (POSIX) layer; bytes are bytes."""
@@ -103,6 +162,6 @@ class Subject:
     file_write_imbalance: list[tuple[str, float]] = dataclasses.field(default_factory=list)
     stripe_count: int | None = None  # of the layout applied; None when striping does not apply
     stripe_size: int | None = None
-    epochs: list[EpochFacts] = dataclasses.field(default_factory=list)
+    epochs: Sequence[EpochFacts] = dataclasses.field(default_factory=list)  # an EpochTable when read
     cache_policy: str = ""
     repro: str = ""  # observed: the command that emulates the run (import-darshan --workload-out)

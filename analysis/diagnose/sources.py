@@ -13,11 +13,12 @@ import collections
 import functools
 import json
 import os
+import sys
 from typing import Any
 
-from sqlalchemy import Text, cast, or_, select
+from sqlalchemy import Text, cast, func, literal, or_, select
 
-from analysis.diagnose.model import EpochFacts, Subject
+from analysis.diagnose.model import EpochTable, Subject
 from analysis.where import Filter
 from ddlio import identity
 from ddlio.store import Epoch, Point, StoreReader
@@ -36,25 +37,24 @@ def _json(v: Any) -> Any:
     return json.loads(v) if isinstance(v, str) else v
 
 
-def _epoch(point_key: str, epoch: Any, samples: Any, meta_ops: Any, au: Any, rank_rows: Any, first_read: Any,
-           cache: Any, cache_note: Any) -> EpochFacts:
-    """One epoch's facts from its stored columns (``rank_rows`` as JSON text or parsed)."""
+def _epoch(table: EpochTable, point_key: str, epoch: Any, samples: Any, meta_ops: Any, au: Any, rank_rows: Any,
+           first_read: Any, cache: Any, cache_note: Any) -> None:
+    """Add one epoch's facts from its stored columns (``rank_rows`` as JSON text or parsed) to ``table``: means
+    over its ranks, each rank's I/O time; texts shared (``sys.intern``) across epochs."""
     ranks = _json(rank_rows) or []
     n = max(1, len(ranks))
-    wall, read, meta, compute, io = [], [], [], [], []  # one pass over the ranks; means as sum() / n
+    wall = read = meta = compute = 0.0  # one pass over the ranks; means as sum / n
+    io = []
     for r in ranks:
         get = r.get
-        wall.append(float(get("wall_time_s") or 0.0))
-        read.append(float(get("read_time_s") or 0.0))
-        meta.append(float(get("meta_time_s") or 0.0))
-        compute.append(float(get("compute_time_s") or 0.0))
+        wall += float(get("wall_time_s") or 0.0)
+        read += float(get("read_time_s") or 0.0)
+        meta += float(get("meta_time_s") or 0.0)
+        compute += float(get("compute_time_s") or 0.0)
         io.append(float(get("io_time_s") or 0.0))
-    return EpochFacts(
-        point_key=point_key, epoch=int(epoch), samples=int(samples or 0), meta_ops=int(meta_ops or 0),
-        au=au, wall_s=sum(wall) / n, read_s=sum(read) / n, meta_s=sum(meta) / n, compute_s=sum(compute) / n,
-        rank_io_s=io,
-        first_read=None if first_read is None else bool(first_read), cache=cache or "",
-        cache_note=cache_note or "")
+    table.add(sys.intern(point_key), int(epoch), int(samples or 0), int(meta_ops or 0), au, wall / n, read / n,
+              meta / n, compute / n, io, None if first_read is None else bool(first_read), sys.intern(cache or ""),
+              sys.intern(cache_note or ""))
 
 
 def _applied(layout: dict[str, Any] | None, striping: bool | None) -> tuple[int | None, int | None]:
@@ -82,10 +82,18 @@ class _Group:
         self.points: list[str] = []
         self.hist = [0] * 10
         self.sums: dict[str, int | None] = dict.fromkeys(self._SUMS, 0)  # None once a point lacks the figure
-        self.epochs: list[EpochFacts] = []
+        self.epochs = EpochTable()
+
+    def join(self, other: _Group) -> None:
+        """Take ``other``'s points (another stored form of this configuration), keeping key order."""
+        self.points = sorted(self.points + other.points)
+        self.hist = [a + b for a, b in zip(self.hist, other.hist, strict=True)]
+        for name in self._SUMS:
+            a, b = self.sums[name], other.sums[name]
+            self.sums[name] = None if a is None or b is None else a + b
 
     def add(self, r: Any) -> None:
-        self.points.append(r.point_key)
+        self.points.append(sys.intern(r.point_key))  # the epochs' keys share it
         h = r.posix_size_hist
         for k, v in enumerate((_size_hist(h) if isinstance(h, str) else (h or [])) or []):
             self.hist[k] += int(v)
@@ -124,41 +132,54 @@ _POINT_COLUMNS = ("point_key", "label", "config", "layout", "result", "striping_
                   "posix_size_hist", "bytes_read", "posix_bytes_read", "os_read_bytes", "cache_policy")
 _JSON_COLUMNS = ("config", "layout", "result", "format_options", "posix_size_hist")
 _Row = collections.namedtuple("_Row", _POINT_COLUMNS)
+#: the columns read for every point (what :class:`_Group` sums); the others are read for a group's first point only
+_OWN_COLUMNS = ("point_key", "posix_reads", "posix_size_hist", "bytes_read", "posix_bytes_read", "os_read_bytes")
+_Own = collections.namedtuple("_Own", _OWN_COLUMNS)
+
+
+def _columns(names: tuple[str, ...]) -> list[Any]:
+    return [cast(Point.__table__.columns[c], Text).label(c) if c in _JSON_COLUMNS else Point.__table__.columns[c]
+            for c in names]
 
 
 def emulated_subjects(store: StoreReader, keys: list[str] | None = None) -> list[Subject]:
     """One subject per configuration among the completed points ``keys`` (None: every completed point of the
-    sweeps, not observed runs), in the order of their first point. Points and epochs are read in slices and
-    folded into their configuration as they pass: no point's stored config or epoch row is kept, only its facts."""
-    from analysis.configs import bare  # lazy: pandas-backed module
+    sweeps, not observed runs), in the order of their first point. Points are read in slices and folded into
+    their stored configuration (``config_digest``) as they pass; each such group's first point is then read whole
+    (its stored config, layout, result) and the groups of one configuration (:func:`configuration_key`) joined.
+    Epochs are read in slices and kept as their facts only."""
     from analysis.reading import read_rows  # lazy: pandas-backed module
 
-    cols = [cast(Point.__table__.columns[c], Text).label(c) if c in _JSON_COLUMNS else Point.__table__.columns[c]
-            for c in _POINT_COLUMNS]
-    stmt = select(*cols).order_by(Point.point_key)
+    group = func.coalesce(Point.config_digest, literal("point:") + Point.point_key).label("_group")
+    stmt = select(group, *_columns(_OWN_COLUMNS)).order_by(Point.point_key)
     if keys is None:
         stmt = stmt.where(Point.status == "completed", or_(Point.source.is_(None), Point.source != "darshan"))
     wanted = None if keys is None else set(keys)
-    groups: dict[str, _Group] = {}
-    group_of: dict[str, _Group] = {}  # point key -> its configuration
-    known: dict[str, str] = {}  # a config without its per-point fields -> its key: parsed once per configuration
+    stored: dict[str, _Group] = {}  # per stored configuration (digest), in the order of its first point
     for rows in read_rows(store, stmt):
         for t in rows:
-            if wanted is not None and t[0] not in wanted:
+            if wanted is not None and t[1] not in wanted:
                 continue
-            r = _Row(*t)
-            if isinstance(r.config, str):
-                text = bare(r.config)
-                key = known.get(text)
-                if key is None:
-                    key = known[text] = configuration_key(json.loads(text) if text else {})
-            else:
-                key = configuration_key(r.config or {})
-            g = groups.get(key)
+            g = stored.get(t[0])
             if g is None:
-                g = groups[key] = _Group(r)
-            g.add(r)
-            group_of[r.point_key] = g
+                g = stored[t[0]] = _Group(None)
+            g.add(_Own(*t[1:]))
+    firsts = [g.points[0] for g in stored.values()]
+    whole: dict[str, _Row] = {}
+    for i in range(0, len(firsts), 500):  # below SQLite's oldest limit of 999 bound variables
+        chunk = select(*_columns(_POINT_COLUMNS)).where(Point.point_key.in_(firsts[i:i + 500]))
+        for rows in read_rows(store, chunk):
+            whole.update((r[0], _Row(*r)) for r in rows)
+    groups: dict[str, _Group] = {}  # per configuration: stored forms of one configuration joined
+    for g in stored.values():
+        g.first = whole[g.points[0]]
+        cfg = _json(g.first.config)
+        key = configuration_key(cfg if isinstance(cfg, dict) else {})
+        if key in groups:
+            groups[key].join(g)
+        else:
+            groups[key] = g
+    group_of = {k: g for g in groups.values() for k in g.points}  # point key -> its configuration
     estmt = select(Epoch.point_key, Epoch.epoch, Epoch.samples, Epoch.meta_ops, Epoch.au,
                    cast(Epoch.rank_rows, Text).label("rank_rows"), Epoch.first_read, Epoch.cache,
                    Epoch.cache_note).order_by(Epoch.point_key, Epoch.epoch)
@@ -166,7 +187,7 @@ def emulated_subjects(store: StoreReader, keys: list[str] | None = None) -> list
         for e in rows:
             g = group_of.get(e[0])
             if g is not None:
-                g.epochs.append(_epoch(*e))
+                _epoch(g.epochs, *e)
     subjects = [_configuration(k, g) for k, g in groups.items()]
     names = identity.labels([_json(g.first.config) or {} for g in groups.values()])
     for subject, name in zip(subjects, names, strict=True):

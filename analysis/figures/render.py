@@ -61,7 +61,7 @@ def render(jobs: list[FigureJob], out: Path, formats: tuple[str, ...] = ("png", 
         return [(j, _draw_and_save(j, out, formats)) for j in todo]
     ctx = multiprocessing.get_context("fork")  # workers inherit the frames: nothing big is pickled back
     # Ctrl-C reaches the whole process group: workers ignore it (no traceback from each), the parent stops the pool
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_ignore_sigint) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=ignore_sigint) as pool:
         try:
             paths = list(pool.map(_draw_and_save, todo, [out] * len(todo), [formats] * len(todo)))
         except KeyboardInterrupt:
@@ -83,7 +83,7 @@ def render_png(jobs: list[FigureJob], dpi: int = 90, workers: int | None = None)
         images = iter([_draw_png(j, dpi) for j in todo])
     else:
         ctx = multiprocessing.get_context("fork")  # workers inherit the frames: only the PNG bytes come back
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_ignore_sigint) as pool:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=ignore_sigint) as pool:
             try:
                 images = iter(list(pool.map(_draw_png, todo, [dpi] * len(todo))))
             except KeyboardInterrupt:
@@ -92,7 +92,8 @@ def render_png(jobs: list[FigureJob], dpi: int = 90, workers: int | None = None)
     return [next(images) if j.draw is not None else None for j in jobs]
 
 
-def _ignore_sigint() -> None:
+def ignore_sigint() -> None:
+    """A worker process's initializer: Ctrl-C is the parent's to handle (no traceback from each worker)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 

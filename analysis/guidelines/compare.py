@@ -150,7 +150,14 @@ def scenarios(pts: pd.DataFrame, judged: tuple[str, ...]) -> pd.DataFrame:
     return pts.assign(scenario=keys, setting=[text[k] for k in keys])
 
 
+#: the columns of the points the comparisons read (besides the metric)
+COMPARED = ("access", "format", "nodes", "ppn", "sample_size", "stripe_count", "stripe_size", "striping_applicable",
+             "fs_type", "config", "amplification")
+
+
 def _measured(points: pd.DataFrame, st: Settings) -> tuple[pd.DataFrame, bool]:
     """The points that have the metric, with their sample-size class; and whether stripe sizes vary."""
-    pts = points[points[st.metric].notna()].assign(size_class=size_class(points["sample_size"]))
+    cols = [c for c in dict.fromkeys([*COMPARED, st.metric]) if c in points.columns]
+    pts = points.loc[points[st.metric].notna(), cols]  # only what a comparison reads: a million points stay small
+    pts = pts.assign(size_class=size_class(pts["sample_size"]))
     return pts, pts["stripe_size"].nunique() > 1
