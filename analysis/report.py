@@ -37,6 +37,7 @@ from analysis.query import (
     per_configuration,
     status_counts,
 )
+from analysis.reading import release_freed_memory
 from analysis.report_sections import answers_section, readable, validity_section
 from ddlio.errors import DdlioError
 from ddlio.secrets import mask
@@ -307,6 +308,7 @@ def _guidelines(db: str, points: pd.DataFrame,
     store = open_store_for_reading(db)
     try:
         lay, fmt, stmts = G.compute(points, st)
+        release_freed_memory()  # the comparisons' copies, before the notes read the epochs
         return lay, fmt, stmts, G.below_notes(store, points), invalid_note
     finally:
         store.engine.dispose()

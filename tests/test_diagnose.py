@@ -175,6 +175,28 @@ def test_repetitions_are_one_configuration_and_striping_not_applied_is_not_judge
     assert "stripe-layout" not in codes and "misaligned" not in codes  # ext4's layout: striping not applied
 
 
+@pytest.mark.parametrize("chosen", [False, True])
+def test_two_stored_forms_of_one_configuration_are_one_subject(real, tmp_path, chosen):
+    """A repetition stored by a newer ddlio carries a knob at its default that the older one lacked: another
+    stored config (another digest), the same configuration. Both are one subject, with both points' epochs."""
+    from ddlio.identity import DEFAULTS
+
+    a = variant(real["template"], 1)
+    b = copy.deepcopy(a)
+    b["point"].update(repeat=1, point_key="synthetic-rep1", **{k: v for k, v in DEFAULTS.items()
+                                                               if k not in a["point"]})
+    assert b["point"].keys() != a["point"].keys()
+    b.update(point_key="synthetic-rep1", result_id="synthetic-rep1")
+    db = store_variants(tmp_path, [a, b, variant(real["template"], 2, point={"batch_size": 2})])
+    keys = ["synthetic0001", "synthetic-rep1", "synthetic0002"] if chosen else None
+    subjects = emulated_subjects(open_store_for_reading(db), keys)
+    assert sorted(len(s.points) for s in subjects) == [1, 2]
+    two = next(s for s in subjects if len(s.points) == 2)
+    assert two.points == sorted(["synthetic0001", "synthetic-rep1"])
+    assert [e.point_key for e in two.epochs] == sorted(["synthetic0001", "synthetic-rep1"] * len(a["epochs"]))
+    assert two.reads == 2 * next(s for s in subjects if len(s.points) == 1).reads
+
+
 def test_the_command_text_json_csv_html_thresholds_and_fail_on(real, tmp_path, capsys):
     db = real["db"]
     assert analysis_main(["diagnose", "--db", db]) == 0

@@ -142,6 +142,31 @@ def _columns(names: tuple[str, ...]) -> list[Any]:
             for c in names]
 
 
+def _configurations(store: StoreReader, stored: dict[str, _Group]) -> tuple[dict[str, _Group], dict[str, _Group]]:
+    """(groups per configuration key, each stored form's group): each stored form's first point read whole, and
+    the stored forms of one configuration (:func:`configuration_key`) joined, in the order of their first point."""
+    from analysis.reading import read_rows  # lazy: pandas-backed module
+
+    firsts = [g.points[0] for g in stored.values()]
+    whole: dict[str, _Row] = {}
+    for i in range(0, len(firsts), 500):  # below SQLite's oldest limit of 999 bound variables
+        chunk = select(*_columns(_POINT_COLUMNS)).where(Point.point_key.in_(firsts[i:i + 500]))
+        for rows in read_rows(store, chunk):
+            whole.update((r[0], _Row(*r)) for r in rows)
+    groups: dict[str, _Group] = {}  # per configuration: stored forms of one configuration joined
+    joined: dict[str, _Group] = {}  # stored form (digest) -> its configuration's group
+    for digest, g in stored.items():
+        g.first = whole[g.points[0]]
+        cfg = _json(g.first.config)
+        key = configuration_key(cfg if isinstance(cfg, dict) else {})
+        if key in groups:
+            groups[key].join(g)
+        else:
+            groups[key] = g
+        joined[digest] = groups[key]
+    return groups, joined
+
+
 def emulated_subjects(store: StoreReader, keys: list[str] | None = None) -> list[Subject]:
     """One subject per configuration among the completed points ``keys`` (None: every completed point of the
     sweeps, not observed runs), in the order of their first point. Points are read in slices and folded into
@@ -164,30 +189,22 @@ def emulated_subjects(store: StoreReader, keys: list[str] | None = None) -> list
             if g is None:
                 g = stored[t[0]] = _Group(None)
             g.add(_Own(*t[1:]))
-    firsts = [g.points[0] for g in stored.values()]
-    whole: dict[str, _Row] = {}
-    for i in range(0, len(firsts), 500):  # below SQLite's oldest limit of 999 bound variables
-        chunk = select(*_columns(_POINT_COLUMNS)).where(Point.point_key.in_(firsts[i:i + 500]))
-        for rows in read_rows(store, chunk):
-            whole.update((r[0], _Row(*r)) for r in rows)
-    groups: dict[str, _Group] = {}  # per configuration: stored forms of one configuration joined
-    for g in stored.values():
-        g.first = whole[g.points[0]]
-        cfg = _json(g.first.config)
-        key = configuration_key(cfg if isinstance(cfg, dict) else {})
-        if key in groups:
-            groups[key].join(g)
-        else:
-            groups[key] = g
-    group_of = {k: g for g in groups.values() for k in g.points}  # point key -> its configuration
-    estmt = select(Epoch.point_key, Epoch.epoch, Epoch.samples, Epoch.meta_ops, Epoch.au,
-                   cast(Epoch.rank_rows, Text).label("rank_rows"), Epoch.first_read, Epoch.cache,
-                   Epoch.cache_note).order_by(Epoch.point_key, Epoch.epoch)
+    groups, joined = _configurations(store, stored)
+    ecols = (Epoch.point_key, Epoch.epoch, Epoch.samples, Epoch.meta_ops, Epoch.au,
+             cast(Epoch.rank_rows, Text).label("rank_rows"), Epoch.first_read, Epoch.cache, Epoch.cache_note)
+    if keys is None:  # every completed point: each epoch comes with its point's digest (no map of a million keys)
+        estmt = (select(group, *ecols).join(Point, Point.point_key == Epoch.point_key)
+                 .where(Point.status == "completed", or_(Point.source.is_(None), Point.source != "darshan")))
+        group_of: dict[str, _Group] = joined
+    else:  # the chosen points only: by key
+        estmt = select(Epoch.point_key, *ecols)
+        group_of = {k: g for g in groups.values() for k in g.points}
+    estmt = estmt.order_by(Epoch.point_key, Epoch.epoch)
     for rows in read_rows(store, estmt):  # in point then epoch order: each configuration's epochs in its points' order
         for e in rows:
             g = group_of.get(e[0])
             if g is not None:
-                _epoch(g.epochs, *e)
+                _epoch(g.epochs, *e[1:])
     subjects = [_configuration(k, g) for k, g in groups.items()]
     names = identity.labels([_json(g.first.config) or {} for g in groups.values()])
     for subject, name in zip(subjects, names, strict=True):
