@@ -60,10 +60,7 @@ def read_coded(store: StoreReader, stmt: Any, coder: Configs) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame.from_records([], columns=names, coerce_float=True).assign(_code=np.zeros(0, np.int64))
     df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-    for c in names:  # a column whose type differs between slices (e.g. all empty in one) is typed as one read
-        if len({str(p[c].dtype) for p in parts}) > 1:
-            df[c] = pd.DataFrame.from_records([(v,) for v in df[c].tolist()], columns=[c], coerce_float=True)[c]
-    return df.assign(_code=np.concatenate(codes))
+    return _typed_as_one_read(df, parts, names).assign(_code=np.concatenate(codes))
 
 
 def _frame(rows: list[tuple[Any, ...]], names: list[str], shared: dict[Any, Any]) -> pd.DataFrame:
@@ -89,6 +86,24 @@ def _typed_as_one_read(df: pd.DataFrame, parts: list[pd.DataFrame], names: list[
     return df
 
 
+def config_group() -> Any:
+    """The SQL expression (labelled ``_group``) that groups points by stored configuration: ``config_digest``, or
+    the point's own key for a row a writer has not given one yet (a configuration of its own)."""
+    return func.coalesce(Point.config_digest, literal("point:") + Point.point_key).label("_group")
+
+
+#: point keys per ``IN (...)`` of :func:`rows_of_points` (below SQLite's oldest limit of 999 bound variables)
+KEYS_PER_QUERY = 500
+
+
+def rows_of_points(store: StoreReader, stmt: Any, keys: list[str]) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``stmt`` (a select over ``points``) for the points ``keys``, asked :data:`KEYS_PER_QUERY`
+    keys at a time."""
+    for i in range(0, len(keys), KEYS_PER_QUERY):
+        for rows in read_rows(store, stmt.where(Point.point_key.in_(keys[i:i + KEYS_PER_QUERY]))):
+            yield from rows
+
+
 def read_grouped(store: StoreReader, per_point: list[Any], per_config: list[Any], where: Any,
                  coder: Configs) -> pd.DataFrame:
     """The points ``where`` holds, in point-key order, as one frame: the ``per_point`` columns read for every
@@ -96,7 +111,7 @@ def read_grouped(store: StoreReader, per_point: list[Any], per_config: list[Any]
     stored config (coded by ``coder``: column ``_code``) read for one point of each ``config_digest`` and copied
     to the others. A row without a digest (not yet upgraded) is a configuration of its own. Each column's type
     is the one a single read of all rows gives."""
-    group = func.coalesce(Point.config_digest, literal("point:") + Point.point_key).label("_group")
+    group = config_group()
     names = ["_group", *(c.name for c in per_point)]
     parts: list[pd.DataFrame] = []
     shared: dict[Any, Any] = {}
@@ -113,12 +128,8 @@ def read_grouped(store: StoreReader, per_point: list[Any], per_config: list[Any]
     firsts = np.unique(which, return_index=True)[1]  # each group's first point
     keys = df["point_key"].to_numpy(dtype=object)[firsts]
     cnames = ["_group", *(c.name for c in per_config)]
-    got: list[tuple[Any, ...]] = []
     cstmt = select(group, *per_config, cast(Point.config, Text).label("config"))
-    for i in range(0, len(keys), 500):  # below SQLite's oldest limit of 999 bound variables
-        for rows in read_rows(store, cstmt.where(Point.point_key.in_(keys[i:i + 500].tolist()))):
-            got.extend(rows)
-    by_group = {r[0]: r for r in got}
+    by_group = {r[0]: r for r in rows_of_points(store, cstmt, keys.tolist())}
     ordered = [by_group[g] for g in groups]
     cfg = pd.DataFrame.from_records([r[:-1] for r in ordered], columns=cnames, coerce_float=True)
     codes = coder.add([r[-1] for r in ordered])

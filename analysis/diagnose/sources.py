@@ -16,7 +16,7 @@ import os
 import sys
 from typing import Any
 
-from sqlalchemy import Text, cast, func, literal, or_, select
+from sqlalchemy import Text, cast, or_, select
 
 from analysis.diagnose.model import EpochTable, Subject
 from analysis.where import Filter
@@ -145,14 +145,10 @@ def _columns(names: tuple[str, ...]) -> list[Any]:
 def _configurations(store: StoreReader, stored: dict[str, _Group]) -> tuple[dict[str, _Group], dict[str, _Group]]:
     """(groups per configuration key, each stored form's group): each stored form's first point read whole, and
     the stored forms of one configuration (:func:`configuration_key`) joined, in the order of their first point."""
-    from analysis.reading import read_rows  # lazy: pandas-backed module
+    from analysis.reading import rows_of_points  # lazy: pandas-backed module
 
     firsts = [g.points[0] for g in stored.values()]
-    whole: dict[str, _Row] = {}
-    for i in range(0, len(firsts), 500):  # below SQLite's oldest limit of 999 bound variables
-        chunk = select(*_columns(_POINT_COLUMNS)).where(Point.point_key.in_(firsts[i:i + 500]))
-        for rows in read_rows(store, chunk):
-            whole.update((r[0], _Row(*r)) for r in rows)
+    whole = {r[0]: _Row(*r) for r in rows_of_points(store, select(*_columns(_POINT_COLUMNS)), firsts)}
     groups: dict[str, _Group] = {}  # per configuration: stored forms of one configuration joined
     joined: dict[str, _Group] = {}  # stored form (digest) -> its configuration's group
     for digest, g in stored.items():
@@ -173,9 +169,9 @@ def emulated_subjects(store: StoreReader, keys: list[str] | None = None) -> list
     their stored configuration (``config_digest``) as they pass; each such group's first point is then read whole
     (its stored config, layout, result) and the groups of one configuration (:func:`configuration_key`) joined.
     Epochs are read in slices and kept as their facts only."""
-    from analysis.reading import read_rows  # lazy: pandas-backed module
+    from analysis.reading import config_group, read_rows  # lazy: pandas-backed module
 
-    group = func.coalesce(Point.config_digest, literal("point:") + Point.point_key).label("_group")
+    group = config_group()
     stmt = select(group, *_columns(_OWN_COLUMNS)).order_by(Point.point_key)
     if keys is None:
         stmt = stmt.where(Point.status == "completed", or_(Point.source.is_(None), Point.source != "darshan"))
