@@ -101,12 +101,18 @@ def store_notes(store: StoreReader, points: pd.DataFrame) -> list[str]:
     return notes(first_read_frame(points, epoch_bandwidths(store, points["point_key"].tolist())))
 
 
+def holds_first_read(points: pd.DataFrame) -> np.ndarray:
+    """Per point of ``points``: whether one of its epochs was its dataset's first read since generation (unknown
+    and frames without the column: no)."""
+    if "first_read" not in points.columns:
+        return np.zeros(len(points), dtype=bool)
+    return points["first_read"].astype("boolean").fillna(False).astype(bool).to_numpy()
+
+
 def excluded_note(points: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     """``points`` without those that include their dataset's first read (so no comparison sets a first read
     against repeats), and a sentence saying how many were left out (None if none)."""
-    if "first_read" not in points.columns:
-        return points, None
-    first = points["first_read"].astype("boolean").fillna(False).astype(bool)
+    first = holds_first_read(points)
     if not first.any():
         return points, None
     return points[~first], (

@@ -147,13 +147,13 @@ def build_report(store: StoreReader, where: str | None = None, title: str = "ddl
         points = analysis_frame(store, where)
         if diagnosis is None:  # the filter's points, as the diagnosis reads them
             diagnosis = _Background(_diagnosis_html, db, where, points["point_key"].tolist())
-        return _assemble(store, where, title, db_name, points, diagnosis)
+        return _assemble(store, db, where, title, db_name, points, diagnosis)
     finally:
         if diagnosis is not None:
             diagnosis.close()  # a section failed before the diagnosis was asked for: it is not wanted
 
 
-def _assemble(store: StoreReader, where: str | None, title: str, db_name: str, points: pd.DataFrame,
+def _assemble(store: StoreReader, db: str, where: str | None, title: str, db_name: str, points: pd.DataFrame,
               diagnosis: _Background) -> str:
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
              f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
@@ -165,7 +165,7 @@ def _assemble(store: StoreReader, where: str | None, title: str, db_name: str, p
                  + ", ".join(f"{n} {html.escape(str(k))}" for k, n in sorted(counts.items()))
                  + f"); {len(points)} completed points analysed.</p>")
     st = G.Settings()
-    guides = _Background(_guidelines, store.url.render_as_string(hide_password=False), points, st)
+    guides = _Background(_guidelines, db, points, st)
     try:
         figures = _figures_section(store, points, beside=(guides, diagnosis))  # meanwhile
         lay, fmt, stmts, below, invalid_note = guides.result()

@@ -110,14 +110,19 @@ def _factorize(facts: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
     return codes, facts.iloc[first].reset_index(drop=True)
 
 
+def is_valid(points: pd.DataFrame) -> np.ndarray:
+    """Per point of ``points``: whether its verdict is valid (every point, for a frame without verdicts)."""
+    if "validity" not in points.columns:
+        return np.ones(len(points), dtype=bool)
+    return (points["validity"] == "valid").to_numpy(dtype=bool)
+
+
 def valid_only(points: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """(the valid points, a note saying how many were left out and why; "" when none)."""
-    if points.empty or "validity" not in points.columns:
+    ok = is_valid(points)
+    if points.empty or ok.all():
         return points, ""
-    bad = points[points["validity"] != "valid"]
-    if bad.empty:
-        return points, ""
-    return points[points["validity"] == "valid"], left_out_note(bad, len(points))
+    return points[ok], left_out_note(points[~ok], len(points))
 
 
 def left_out_note(bad: pd.DataFrame, total: int) -> str:

@@ -6,10 +6,9 @@ import argparse
 import sys
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from analysis.below import excluded_note, store_notes
+from analysis.below import excluded_note, holds_first_read, store_notes
 from analysis.frames import METRICS
 from analysis.guidelines.compare import COMPARED, Settings
 from analysis.guidelines.formats import format_guidelines
@@ -17,7 +16,7 @@ from analysis.guidelines.layouts import layout_guidelines
 from analysis.guidelines.render import as_json, markdown
 from analysis.guidelines.statements import statements
 from analysis.query import analysis_frame, parse_where
-from analysis.validity import valid_only
+from analysis.validity import is_valid, valid_only
 from ddlio.errors import DdlioError
 from ddlio.store import open_store_for_reading
 
@@ -28,11 +27,7 @@ def compute(points: pd.DataFrame, st: Settings) -> tuple[pd.DataFrame, pd.DataFr
     the device, every other read by a cache below the client, and the two must never be compared; so are the
     invalid points (:mod:`analysis.validity`)."""
     # only the columns the comparisons and statements read: at a million points each copy below stays small
-    keep = np.ones(len(points), dtype=bool)
-    if "validity" in points.columns:  # as valid_only and excluded_note leave them, in one copy
-        keep &= (points["validity"] == "valid").to_numpy(dtype=bool)
-    if "first_read" in points.columns:
-        keep &= ~points["first_read"].astype("boolean").fillna(False).astype(bool).to_numpy()
+    keep = is_valid(points) & ~holds_first_read(points)  # as valid_only and excluded_note leave them, in one copy
     points = points.loc[keep, [c for c in dict.fromkeys([*COMPARED, st.metric, "cache"]) if c in points.columns]]
     lay = layout_guidelines(points, st)
     fmt = format_guidelines(points, st)
