@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import select
 
-from analysis.frames import config_columns, configs
+from analysis.frames import config_ids, configs
 from analysis.reading import read_rows
 from ddlio.store import Epoch, StoreReader
 
@@ -28,59 +28,89 @@ MIN_REPEATS = 2
 
 def epoch_bandwidths(store: StoreReader, point_keys: list[str]) -> pd.DataFrame:
     """``point_key, epoch, first_read, bandwidth_mib_s`` (MiB/s) of the given points' epochs whose first-read
-    state is known, in point key and epoch order. The completed points' epochs are read in slices and kept if
-    among ``point_keys`` (no list of keys in the SQL: a million would pass any limit on bound parameters); each
-    kept row's key is the caller's own key object, so a million epochs cost no text each."""
+    state is known, in point key and epoch order (:func:`_epochs_of`)."""
     cols = ["point_key", "epoch", "first_read", "bandwidth_mib_s"]
     if not point_keys:
         return pd.DataFrame(columns=cols)
+    keys = pd.Index(pd.unique(np.asarray(point_keys, dtype=object)), dtype=object)
+    pos, vals = _epochs_of(store, keys)
+    if not len(pos):
+        return pd.DataFrame(columns=cols)
+    return pd.DataFrame({"point_key": pd.Series(keys.to_numpy()[pos], dtype=object),
+                         "epoch": vals[:, 0].astype(np.int64), "first_read": vals[:, 1].astype(bool),
+                         "bandwidth_mib_s": vals[:, 2]})
+
+
+def _epochs_of(store: StoreReader, keys: pd.Index) -> tuple[np.ndarray, np.ndarray]:
+    """(each epoch's point as a position in ``keys``, its ``epoch, first_read, bandwidth_mib_s`` as floats) of the
+    epochs whose first-read state is known of the points ``keys`` (an object index: a hash lookup, where isin on
+    arrow strings is slow), in point key and epoch order. The completed points' epochs are read in slices and
+    kept if among ``keys``: no list of keys in the SQL (a million would pass any limit on bound parameters)."""
     stmt = (select(Epoch.point_key, Epoch.epoch, Epoch.first_read, Epoch.bandwidth_mib_s)
             .where(Epoch.first_read.is_not(None)).order_by(Epoch.point_key, Epoch.epoch))
-    keys = np.asarray(pd.unique(np.asarray(point_keys, dtype=object)), dtype=object)
-    index = pd.Index(keys, dtype=object)  # a hash lookup on object arrays (isin on arrow strings is slow)
     parts = []
     for rows in read_rows(store, stmt):
-        pos = index.get_indexer([r[0] for r in rows])
+        pos = keys.get_indexer([r[0] for r in rows])
         keep = np.flatnonzero(pos >= 0)
         if len(keep):
             parts.append((pos[keep], np.array([(rows[i][1], rows[i][2], rows[i][3]) for i in keep], dtype=float)))
     if not parts:
-        return pd.DataFrame(columns=cols)
-    pos = np.concatenate([p for p, _ in parts])
-    vals = np.concatenate([v for _, v in parts])
-    return pd.DataFrame({"point_key": pd.Series(keys[pos], dtype=object), "epoch": vals[:, 0].astype(np.int64),
-                         "first_read": vals[:, 1].astype(bool), "bandwidth_mib_s": vals[:, 2]})
+        return np.zeros(0, dtype=np.int64), np.zeros((0, 3))
+    return np.concatenate([p for p, _ in parts]), np.concatenate([v for _, v in parts])
+
+
+_FRAME = ["config_id", "label", "first_n", "first_mib_s", "repeats_n", "repeats_mib_s", "repeats_std", "ratio",
+          "flagged"]
 
 
 def first_read_frame(points: pd.DataFrame, epochs: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration (``points`` as :func:`analysis.query.analysis_frame` gives them) that has both
     first-read epochs and later epochs: ``config_id, label, first_n, first_mib_s, repeats_n, repeats_mib_s,
     repeats_std, ratio`` (repeats / first) and ``flagged`` (the difference exceeds the repeats' noise)."""
-    cols = ["config_id", "label", "first_n", "first_mib_s", "repeats_n", "repeats_mib_s", "repeats_std", "ratio",
-            "flagged"]
     if points.empty or epochs.empty or not epochs["first_read"].notna().any():
-        return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
-    cfg = configs(points, ["bandwidth_mib_s"]).set_index("config_id").sort_index()
-    label = (cfg["format"].astype(str) + "/" + cfg["access"].astype(str) + " " + cfg["label"]).to_numpy(dtype=object)
-    # each point's config_id: configs() numbers the configurations in the sorted order of their columns
-    cid = points.groupby(config_columns(points), sort=True, dropna=False).ngroup().to_numpy()
+        return _no_first_reads()
     e = epochs.dropna(subset=["first_read"])
     pos = pd.Index(points["point_key"].to_numpy(dtype=object), dtype=object).get_indexer(
         e["point_key"].to_numpy(dtype=object))
-    e = e[pos >= 0]
-    ids = cid[pos[pos >= 0]]
-    e = e.assign(config_id=ids, label=label[ids])
-    e["first_read"] = e["first_read"].astype(bool)
+    ok = pos >= 0
+    return _first_reads(points, pos[ok], e["first_read"].to_numpy(dtype=bool)[ok],
+                        e["bandwidth_mib_s"].to_numpy(dtype=float)[ok])
+
+
+def _no_first_reads() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype="float64") for c in _FRAME})
+
+
+def _first_reads(points: pd.DataFrame, pos: np.ndarray, first: np.ndarray, bw: np.ndarray) -> pd.DataFrame:
+    """:func:`first_read_frame` of epochs given as their point's position in ``points``, first-read state and
+    bandwidth (MiB/s): counted per configuration with bincount, no frame of the epochs."""
+    if points.empty or not len(pos):
+        return _no_first_reads()
+    cid, firsts = config_ids(points)  # each point's configuration, numbered as configs() numbers them
+    cfg = configs(firsts, ["bandwidth_mib_s"]).set_index("config_id").sort_index()  # one point of each: labels
+    label = (cfg["format"].astype(str) + "/" + cfg["access"].astype(str) + " " + cfg["label"]).to_numpy(dtype=object)
+    ids = cid[pos]
+    k = len(cfg)
+
+    def stats(m: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(epochs, mean, sample std) per configuration of the epochs ``m``; a missing bandwidth counts as an
+        epoch, not in the mean."""
+        n = np.bincount(ids[m], minlength=k)
+        m = m & ~np.isnan(bw)
+        nv = np.bincount(ids[m], minlength=k)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.bincount(ids[m], weights=bw[m], minlength=k) / nv
+            dev = np.bincount(ids[m], weights=(bw[m] - mean[ids[m]]) ** 2, minlength=k)
+            return n, mean, np.where(nv > 1, np.sqrt(dev / (nv - 1)), np.nan)
+
+    fn, fm, _ = stats(first)
+    rn, rm, sd = stats(~first)
     rows = []
-    for (cid, label), g in e.groupby(["config_id", "label"], sort=True):
-        first, rest = g.loc[g["first_read"], "bandwidth_mib_s"], g.loc[~g["first_read"], "bandwidth_mib_s"]
-        if first.empty or rest.empty:
-            continue
-        fm, rm = float(first.mean()), float(rest.mean())
-        sd = float(rest.std(ddof=1)) if len(rest) > 1 else float("nan")
-        flagged = bool(len(rest) >= MIN_REPEATS and abs(fm - rm) > max(NOISE_SIGMAS * sd, MIN_DIFFERENCE * rm))
-        rows.append((cid, label, len(first), fm, len(rest), rm, sd, rm / fm if fm else np.nan, flagged))
-    return pd.DataFrame(rows, columns=cols) if rows else pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
+    for c in np.flatnonzero((fn > 0) & (rn > 0)):
+        s, f, r = float(sd[c]), float(fm[c]), float(rm[c])
+        flagged = bool(rn[c] >= MIN_REPEATS and abs(f - r) > max(NOISE_SIGMAS * s, MIN_DIFFERENCE * r))
+        rows.append((int(c), label[c], int(fn[c]), f, int(rn[c]), r, s, r / f if f else np.nan, flagged))
+    return pd.DataFrame(rows, columns=_FRAME) if rows else _no_first_reads()
 
 
 def notes(frame: pd.DataFrame) -> list[str]:
@@ -98,7 +128,8 @@ def store_notes(store: StoreReader, points: pd.DataFrame) -> list[str]:
     """:func:`notes` for ``points`` (completed points of the store, after any filter)."""
     if points.empty:
         return []
-    return notes(first_read_frame(points, epoch_bandwidths(store, points["point_key"].tolist())))
+    pos, vals = _epochs_of(store, pd.Index(points["point_key"].to_numpy(dtype=object), dtype=object))
+    return notes(_first_reads(points, pos, vals[:, 1].astype(bool), vals[:, 2]))
 
 
 def holds_first_read(points: pd.DataFrame) -> np.ndarray:

@@ -9,7 +9,9 @@ Units are those of the store: bandwidth MiB/s, IOPS ops/s, times seconds, latenc
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -78,28 +80,42 @@ def config_columns(points: pd.DataFrame) -> list[str]:
     return CONFIG_COLUMNS + (["config_key"] if "config_key" in points.columns else [])
 
 
+def row_codes(columns: Iterable[Any]) -> np.ndarray:
+    """Each row's code (int64): rows equal in every one of ``columns`` (Series or arrays of one length; missing
+    values are values too, as ``groupby(dropna=False)`` has them) share one, numbered 0, 1, ... in order of first
+    appearance. A million rows cost a factorization per column, not a groupby of all of them."""
+    codes: np.ndarray | None = None
+    for col in columns:  # the combination so far and this column, numbered again (never past int64)
+        part, uniq = pd.factorize(col, use_na_sentinel=False)
+        part = part.astype(np.int64)
+        codes = part if codes is None else pd.factorize(codes * max(len(uniq), 1) + part)[0].astype(np.int64)
+    if codes is None:
+        raise ValueError("row_codes needs at least one column")
+    return codes
+
+
 def configs(points: pd.DataFrame, metrics: list[str] | None = None) -> pd.DataFrame:
     """One row per configuration: :data:`CONFIG_COLUMNS`, ``label`` (paper style, plus whatever else varies),
     ``n`` repetitions, and ``<metric>_mean`` / ``<metric>_std`` for each metric (default: those of :data:`METRICS`
-    that ``points`` has)."""
+    that ``points`` has). Configurations are numbered (``config_id``) in the sorted order of their columns."""
     metrics = metrics or [m for m in METRICS if m in points.columns]
     by = config_columns(points)
     cols = ["config_id", *by, "label", "n"] + [f"{m}_{s}" for m in metrics for s in ("mean", "std")]
     cols.append("striping_applicable")
     if points.empty:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
-    g = points.groupby(by, sort=True, dropna=False)
-    agg = g[metrics].agg(["mean", "std"])
+    cid, firsts = config_ids(points)
+    g = points[metrics].groupby(cid, sort=True)  # one integer key: the configurations' columns are not grouped
+    agg = g.agg(["mean", "std"])
     agg.columns = [f"{m}_{s}" for m, s in agg.columns]
-    out = agg.reset_index()
-    out.insert(len(by), "n", g.size().to_numpy())
+    out = pd.concat([firsts[by].reset_index(drop=True), agg.reset_index(drop=True)], axis=1)
+    out.insert(len(by), "n", np.bincount(cid))
     # False when any repetition ran where striping was not applied (not Lustre): its stripe count means nothing
     applicable = points.get("striping_applicable", pd.Series(True, index=points.index)).fillna(False).astype(bool)
-    out["striping_applicable"] = applicable.groupby([points[c] for c in by], sort=True,
-                                                    dropna=False).all().to_numpy()
+    out["striping_applicable"] = applicable.groupby(cid, sort=True).all().to_numpy()
     out.insert(0, "config_id", np.arange(len(out)))
     if "label" in points.columns and "config" in points.columns:  # ddlio.identity's: unique per configuration
-        label = g["label"].first().to_numpy()
+        label = points["label"].groupby(cid, sort=True).first().to_numpy()
         label = pd.Series(label).str.split(" ", n=1).str[1].fillna("").to_numpy()  # the panel names format/access
     else:  # frames built without the stored config (tests of the drawing alone)
         label = paper_label(out["nodes"], out["ranks"], out["stripe_count"])
@@ -111,6 +127,16 @@ def configs(points: pd.DataFrame, metrics: list[str] | None = None) -> pd.DataFr
         out.loc[dup, "label"] = out.loc[dup, "label"] + " #" + out.loc[dup, "config_id"].astype(str)
     return out[cols].sort_values(["format", "access", "nodes", "ranks", "stripe_count", "stripe_size",
                                   "sample_size", "config_id"]).reset_index(drop=True)
+
+
+def config_ids(points: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+    """(each point's ``config_id`` as :func:`configs` numbers it, each configuration's first point in
+    ``config_id`` order); ``points`` must not be empty."""
+    by = config_columns(points)
+    codes = row_codes(points[c] for c in by)
+    first = np.unique(codes, return_index=True)[1]  # code order: first appearance
+    rank = points.iloc[first].groupby(by, sort=True, dropna=False).ngroup().to_numpy()  # each code's id
+    return rank[codes], points.iloc[first[np.argsort(rank)]]
 
 
 def amplification_frame(cfg: pd.DataFrame) -> pd.DataFrame:
@@ -237,8 +263,10 @@ _TRACE_ALIASES = {
 def find_traces(points: pd.DataFrame) -> pd.DataFrame:
     """Access logs in the points' run folders: columns point_key, label, path (one row per file, sorted)."""
     rows = []
-    for key, label, run_dir in points[["point_key", "label", "run_dir"]].itertuples(index=False):
-        if not isinstance(run_dir, str) or not Path(run_dir).is_dir():
+    dirs = points["run_dir"].to_numpy(dtype=object)
+    named = np.flatnonzero([isinstance(d, str) and d != "" for d in dirs])  # a million points without one: no rows
+    for key, label, run_dir in points.iloc[named][["point_key", "label", "run_dir"]].itertuples(index=False):
+        if not Path(run_dir).is_dir():
             continue
         for pattern in TRACE_GLOBS:
             rows += [(key, label, str(p)) for p in sorted(Path(run_dir).glob(pattern))]

@@ -9,7 +9,15 @@ import pandas as pd
 from sqlalchemy import Text, cast, func, or_, select
 
 from analysis.configs import Configs, identities
-from analysis.reading import SLICE_ROWS, read_coded, read_frame, read_grouped, read_rows, release_freed_memory
+from analysis.reading import (
+    SLICE_ROWS,
+    read_coded,
+    read_frame,
+    read_grouped,
+    read_rows,
+    release_freed_memory,
+    shared_texts,
+)
 from analysis.where import Filter
 from ddlio.store import Environment, Epoch, Measurement, Point, StoreReader
 
@@ -210,10 +218,11 @@ def _with_codes(df: pd.DataFrame, coder: Configs, memory_bytes: dict[str, float]
     codes = df.pop("_code").to_numpy(dtype=np.int64)
     keys, names = coder.identities()
     texts = np.array(coder.texts, dtype=object)
-    df = df.assign(config=pd.Series(texts[codes], index=df.index, dtype=object), config_key=keys[codes],
-                   label=names[codes])
+    df = df.assign(config=shared_texts(texts[codes], df.index), config_key=shared_texts(keys[codes], df.index),
+                   label=shared_texts(names[codes], df.index))
     v = verdicts(df, memory_bytes)
-    return df.assign(validity=v["validity"].to_numpy(), invalid_reasons=v["invalid_reasons"].to_numpy())
+    return df.assign(validity=shared_texts(v["validity"].to_numpy(), df.index),
+                     invalid_reasons=shared_texts(v["invalid_reasons"].to_numpy(), df.index))
 
 
 def relabel(df: pd.DataFrame) -> pd.Series:

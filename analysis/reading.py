@@ -69,12 +69,18 @@ def _frame(rows: list[tuple[Any, ...]], names: list[str], shared: dict[Any, Any]
     df = pd.DataFrame.from_records(rows, columns=names, coerce_float=True)
     for c in names:
         col = df[c]
-        if col.dtype == object and len(col):
+        if (col.dtype == object or isinstance(col.dtype, pd.StringDtype)) and len(col):
             codes, uniq = pd.factorize(col, use_na_sentinel=True)
             if len(uniq) * 8 < len(col):  # few distinct values: share them
                 objs = np.array([shared.setdefault(u, u) for u in uniq] + [None], dtype=object)
-                df[c] = objs[codes]
+                df[c] = shared_texts(objs[codes], df.index)
     return df
+
+
+def shared_texts(values: np.ndarray, index: pd.Index) -> pd.Series:
+    """``values`` (an object array whose rows share a few text objects, e.g. one per configuration) as a column
+    of those objects: 8 bytes a row, where a text column (``str``) would hold every row's characters again."""
+    return pd.Series(values, index=index, dtype=object)
 
 
 def _typed_as_one_read(df: pd.DataFrame, parts: list[pd.DataFrame], names: list[str]) -> pd.DataFrame:
@@ -134,6 +140,7 @@ def read_grouped(store: StoreReader, per_point: list[Any], per_config: list[Any]
     cfg = pd.DataFrame.from_records([r[:-1] for r in ordered], columns=cnames, coerce_float=True)
     codes = coder.add([r[-1] for r in ordered])
     copied = {c: cfg[c].to_numpy()[which] for c in cnames[1:]}
+    copied = {c: shared_texts(v, df.index) if v.dtype == object else v for c, v in copied.items()}
     return df.assign(**copied, _code=codes[which])
 
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.frames import row_codes
+
 #: fewest training steps (batches per rank, over all epochs) a valid point has
 MIN_STEPS = 2
 #: largest coefficient of variation (sample std / mean) of a configuration's repetitions' bandwidth
@@ -102,10 +104,7 @@ def _factorize(facts: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
     """(each row's code, the distinct rows in order of first appearance); missing values are values too."""
     if facts.empty:
         return np.zeros(0, dtype=np.int64), facts
-    codes = np.zeros(len(facts), dtype=np.int64)
-    for c in facts.columns:  # the combination so far and this column, numbered again (never past int64)
-        part, uniq = pd.factorize(facts[c], use_na_sentinel=False)
-        codes, _ = pd.factorize(codes * len(uniq) + part)
+    codes = row_codes(facts[c] for c in facts.columns)
     first = np.unique(codes, return_index=True)[1]
     return codes, facts.iloc[first].reset_index(drop=True)
 

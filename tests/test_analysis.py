@@ -215,10 +215,22 @@ def test_analysis_frame_reads_per_configuration_what_one_query_of_every_point_gi
     ref = with_identity(ref, {})
     ref = ref[[c for c in ANALYSIS_COLUMNS if c not in DERIVED_COLUMNS] + list(DERIVED_COLUMNS)]
     got = analysis_frame(store)
-    assert_frame_equal(got, ref)
+    _equal_but_shared_texts(got, ref)
     assert got["config_key"].nunique() == 4 and got["label"].nunique() == 4
-    assert_frame_equal(analysis_frame(store, "format == 'npz' and repeat < 2").reset_index(drop=True),
-                       ref[(ref["format"] == "npz") & (ref["repeat"] < 2)].reset_index(drop=True))
+    # what a configuration's points share is one text object, not a copy per point: one per configuration's
+    # digest (and one for each of the four rows read alone, without one)
+    assert len({id(v) for v in got["format_options"]}) == 4 + 4 and len({id(v) for v in got["label"]}) == 4
+    _equal_but_shared_texts(analysis_frame(store, "format == 'npz' and repeat < 2").reset_index(drop=True),
+                            ref[(ref["format"] == "npz") & (ref["repeat"] < 2)].reset_index(drop=True))
+
+
+def _equal_but_shared_texts(got: pd.DataFrame, ref: pd.DataFrame) -> None:
+    """``got`` equals ``ref`` value for value, and type for type but for text: a text column may be one of
+    objects (shared among the points) where the plain read gives ``str``."""
+    assert_frame_equal(got, ref, check_dtype=False)
+    for c in ref.columns:
+        if got[c].dtype != ref[c].dtype:
+            assert got[c].dtype == object and pd.api.types.is_string_dtype(ref[c].dtype), c
 
 
 def test_histograms_per_configuration_are_the_sums_of_their_points(tmp_path):
@@ -383,6 +395,40 @@ def test_amplification_figure_and_its_absence(tmp_path):
     old = analysis_frame(build_store(tmp_path, [dict(r, amplification=None) for r in rows], name="old.db"))
     jobs = {j.name: j for j in plan_figures(old, keys, hists, traces=False)}
     assert "no file-system layer stored" in jobs["amplification"].skipped
+
+
+def test_amplification_figure_of_many_configurations_draws_those_furthest_from_one():
+    from analysis.figures.amplification import MAX_BARS, furthest_from_one
+
+    n = MAX_BARS + 40
+    amp = pd.DataFrame({"format": "hdf5", "access": "shared", "label": [f"c{i}" for i in range(n)],
+                        "mean": [1.0 + (0.01 * i if i % 2 else -0.001 * i) for i in range(n)], "std": 0.0, "n": 2})
+    shown = furthest_from_one(amp)
+    far = (amp["mean"] - 1).abs()
+    assert len(shown) == MAX_BARS and list(shown["label"]) == [c for c in amp["label"] if c in set(shown["label"])]
+    assert (shown["mean"] - 1).abs().min() >= far.drop(far.nlargest(MAX_BARS).index).max()  # none further left out
+    assert furthest_from_one(amp.head(5)).equals(amp.head(5))
+
+
+def test_guidelines_compare_configurations_folded_from_their_points_in_point_order(tmp_path):
+    """The comparisons read the points folded per configuration (a million points are a few hundred rows): each
+    configuration's values are its points' own, in the points' order, however the configurations interleave,
+    and the points the mask leaves out (or without the metric) are in none."""
+    from analysis.guidelines.compare import compared
+
+    pts = analysis_frame(build_store(tmp_path, peak_rows(reps=3) + peak_rows(reps=3, format="npz")))
+    pts = pts.sample(frac=1.0, random_state=3).reset_index(drop=True)  # configurations interleaved
+    pts.loc[5, "bandwidth_mib_s"] = np.nan
+    keep = np.ones(len(pts), dtype=bool)
+    keep[7] = False
+    c = compared(pts, G.Settings(), keep)
+    kept = pts[keep & pts["bandwidth_mib_s"].notna().to_numpy()]
+    assert len(c.groups) == kept["config_key"].nunique() and c.groups["n"].sum() == len(kept)
+    for i, g in c.groups.iterrows():
+        mine = kept[(kept["config"] == g["config"]) & (kept["stripe_count"] == g["stripe_count"])]
+        assert c.values([i]).tolist() == mine["bandwidth_mib_s"].tolist()
+    both = c.groups.index[c.groups["format"] == "npz"]
+    assert c.values(both).tolist() == kept.loc[kept["format"] == "npz", "bandwidth_mib_s"].tolist()
 
 
 def test_bootstrap_is_seeded(tmp_path):

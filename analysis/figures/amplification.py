@@ -45,11 +45,28 @@ def draw_amplification(frame: pd.DataFrame) -> Figure:
     return fig
 
 
+#: most configurations the figure draws (a bar each): beyond, those furthest from 1 (the caption says so)
+MAX_BARS = 60
+
+
+def furthest_from_one(amp: pd.DataFrame, most: int = MAX_BARS) -> pd.DataFrame:
+    """The ``most`` rows of ``amp`` (:func:`analysis.frames.amplification_frame`) whose mean amplification is
+    furthest from 1, in their order in ``amp`` (all of them when there are no more)."""
+    if len(amp) <= most:
+        return amp
+    far = (amp["mean"].astype(float) - 1).abs().to_numpy()
+    keep = np.sort(np.argsort(-far, kind="stable")[:most])
+    return amp.iloc[keep].reset_index(drop=True)
+
+
 def plan(inp: Inputs) -> list[FigureJob]:
     """The amplification figure, or why there is none (no file-system layer stored)."""
     amp = F.amplification_frame(inp.cfg)
     if amp.empty:
         return [FigureJob("amplification", "amplification per format and layout",
                           skipped="no file-system layer stored (points measured before it existed)")]
+    shown = furthest_from_one(amp)
+    of = (f"; the {len(shown)} of {len(amp)} configurations furthest from 1 (python -m analysis export has "
+          "them all)") if len(shown) < len(amp) else ""
     return [FigureJob("amplification", "amplification per format and layout (file-system bytes / bytes "
-                      "returned)", partial(draw_amplification, amp))]
+                      f"returned{of})", partial(draw_amplification, shown))]

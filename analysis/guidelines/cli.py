@@ -10,9 +10,9 @@ import pandas as pd
 
 from analysis.below import excluded_note, holds_first_read, store_notes
 from analysis.frames import METRICS
-from analysis.guidelines.compare import COMPARED, Settings
-from analysis.guidelines.formats import format_guidelines
-from analysis.guidelines.layouts import layout_guidelines
+from analysis.guidelines.compare import FORMAT_COLUMNS, LAYOUT_COLUMNS, Settings, compared
+from analysis.guidelines.formats import formats_of
+from analysis.guidelines.layouts import layouts_of
 from analysis.guidelines.render import as_json, markdown
 from analysis.guidelines.statements import statements
 from analysis.query import analysis_frame, parse_where
@@ -26,12 +26,13 @@ def compute(points: pd.DataFrame, st: Settings) -> tuple[pd.DataFrame, pd.DataFr
     first read since generation are left out (:func:`analysis.below.excluded_note`): a first read is served by
     the device, every other read by a cache below the client, and the two must never be compared; so are the
     invalid points (:mod:`analysis.validity`)."""
-    # only the columns the comparisons and statements read: at a million points each copy below stays small
-    keep = is_valid(points) & ~holds_first_read(points)  # as valid_only and excluded_note leave them, in one copy
-    points = points.loc[keep, [c for c in dict.fromkeys([*COMPARED, st.metric, "cache"]) if c in points.columns]]
-    lay = layout_guidelines(points, st)
-    fmt = format_guidelines(points, st)
-    return lay, fmt, statements(lay, fmt, points, st)
+    keep = is_valid(points) & ~holds_first_read(points)  # as valid_only and excluded_note leave them
+    if not keep.any():
+        lay, fmt = pd.DataFrame(columns=LAYOUT_COLUMNS), pd.DataFrame(columns=FORMAT_COLUMNS)
+    else:  # the points folded once into their configurations: no copy of a million points
+        pts = compared(points, st, keep)
+        lay, fmt = layouts_of(pts, st), formats_of(pts, st)
+    return lay, fmt, statements(lay, fmt, points.loc[keep, [c for c in ("cache",) if c in points.columns]], st)
 
 
 def below_notes(store: Any, points: pd.DataFrame) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.frames import METRICS, human_bytes, stripe_name
+from analysis.frames import METRICS, human_bytes, row_codes, stripe_name
 
 KIB, MIB = 1024, 1024 * 1024
 #: (upper bound in bytes, exclusive; name) of the sample-size classes.
@@ -153,11 +153,61 @@ def scenarios(pts: pd.DataFrame, judged: tuple[str, ...]) -> pd.DataFrame:
 #: the columns of the points the comparisons read (besides the metric)
 COMPARED = ("access", "format", "nodes", "ppn", "sample_size", "stripe_count", "stripe_size", "striping_applicable",
              "fs_type", "config", "amplification")
+#: the columns a group of :class:`Compared` shares: every compared column but the per-point measurements
+GROUPED = tuple(c for c in COMPARED if c != "amplification")
 
 
-def _measured(points: pd.DataFrame, st: Settings) -> tuple[pd.DataFrame, bool]:
-    """The points that have the metric, with their sample-size class; and whether stripe sizes vary."""
-    cols = [c for c in dict.fromkeys([*COMPARED, st.metric]) if c in points.columns]
-    pts = points.loc[points[st.metric].notna(), cols]  # only what a comparison reads: a million points stay small
-    pts = pts.assign(size_class=size_class(pts["sample_size"]))
-    return pts, pts["stripe_size"].nunique() > 1
+@dataclass
+class Compared:
+    """The points a comparison reads, folded into groups of points that agree in every :data:`GROUPED` column
+    (one configuration's repetitions, as a rule): a million points are a few hundred rows to compare. ``groups``
+    has one row per group (those columns, ``size_class`` and ``n``, its points), numbered in the order of their
+    first point; :meth:`values` gives a set of groups' metric values per point, in the points' own order, so a
+    comparison of groups draws the bootstrap exactly as one of the points would."""
+
+    groups: pd.DataFrame
+    metric: np.ndarray  # the metric per point (its unit), the points in frame order
+    amplification: np.ndarray | None  # file-system bytes / bytes returned per point (NaN: not measured)
+    order: np.ndarray  # point positions, group by group, ascending within each
+    starts: np.ndarray  # group i's positions are order[starts[i]:starts[i + 1]]
+    sizes_vary: bool  # whether stripe sizes differ (layouts are then named with their size)
+
+    def positions(self, groups: Any) -> np.ndarray:
+        """The positions of the points of ``groups`` (labels of :attr:`groups`), ascending."""
+        idx = np.asarray(groups, dtype=np.int64)
+        parts = [self.order[self.starts[i]:self.starts[i + 1]] for i in idx]
+        return parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+
+    def values(self, groups: Any) -> np.ndarray:
+        """The metric values of the points of ``groups``, in point order."""
+        return self.metric[self.positions(groups)]
+
+    def mean_amplification(self, groups: Any) -> float:
+        """The mean amplification of the points of ``groups`` that measured it (NaN if none did or the points
+        predate the file-system layer)."""
+        if self.amplification is None:
+            return float("nan")
+        a = self.amplification[self.positions(groups)]
+        a = a[~np.isnan(a)]
+        return float(a.mean()) if len(a) else float("nan")
+
+
+def compared(points: pd.DataFrame, st: Settings, keep: np.ndarray | None = None) -> Compared:
+    """:class:`Compared` of the points (those where ``keep`` holds, if given) that have the metric. Costs one
+    factorization of each grouped column: no copy of the points."""
+    ok = points[st.metric].notna().to_numpy(dtype=bool)
+    if keep is not None:
+        ok = ok & keep
+    pos = np.flatnonzero(ok)
+    cols = [c for c in GROUPED if c in points.columns]
+    # a group per distinct combination (NaN a value of its own), numbered by first appearance among the kept
+    gid = pd.factorize(row_codes(points[c] for c in cols)[pos])[0].astype(np.int64)
+    order = np.argsort(gid, kind="stable")
+    counts = np.bincount(gid, minlength=int(gid.max()) + 1 if len(gid) else 0)
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    firsts = pos[order[starts[:-1]]]
+    groups = points.iloc[firsts][cols].reset_index(drop=True)
+    groups = groups.assign(size_class=size_class(groups["sample_size"]), n=counts)
+    amp = (points["amplification"].to_numpy(dtype=float)[pos] if "amplification" in points.columns else None)
+    return Compared(groups, points[st.metric].to_numpy(dtype=float)[pos], amp, order, starts,
+                    bool(groups["stripe_size"].nunique() > 1))

@@ -13,21 +13,23 @@ from analysis.guidelines.compare import (
     FORMAT_COLUMNS,
     FORMAT_KNOBS,
     FORMAT_SCENARIO,
+    Compared,
     Settings,
     _bootstrap,
     _Cand,
     _ci,
     _gain,
     _layout_name,
-    _measured,
     _rank,
     _separate,
+    compared,
     scenarios,
 )
 
 
-def _format_candidates(sc: pd.DataFrame, st: Settings, sizes_vary: bool) -> list[tuple[_Cand, str]]:
-    """Each format's values in one scenario: at its best stripe layout, or pooled when striping is not applicable."""
+def _format_candidates(sc: pd.DataFrame, pts: Compared, st: Settings) -> list[tuple[_Cand, str]]:
+    """Each format's values in one scenario (``sc``: its rows of ``pts.groups``): at its best stripe layout, or
+    pooled when striping is not applicable."""
     out = []
     names = _format_names(sc)
     for fmt, g in sc.groupby(names, sort=True):
@@ -35,13 +37,13 @@ def _format_candidates(sc: pd.DataFrame, st: Settings, sizes_vary: bool) -> list
         if not applicable.any():  # repetitions only: one stripe request, the default if measured (the others
             # are configurations of their own whose stripe was not applied, never pooled with it)
             layouts = g.groupby(["stripe_count", "stripe_size"], sort=True)
+            points = layouts["n"].sum()  # points per layout
             pick = (1, 1024 * 1024) if (1, 1024 * 1024) in layouts.groups else max(
-                layouts.groups, key=lambda k: (len(layouts.groups[k]), k))
-            vals = layouts.get_group(pick)[st.metric].to_numpy(dtype=float)
-            out.append((_Cand(str(fmt), vals), "striping not applied"))
+                layouts.groups, key=lambda k: (int(points[k]), k))
+            out.append((_Cand(str(fmt), pts.values(layouts.groups[pick])), "striping not applied"))
             continue
         g = g[applicable]
-        layouts = [(_layout_name(c, s, sizes_vary), x[st.metric].to_numpy(dtype=float))
+        layouts = [(_layout_name(c, s, pts.sizes_vary), pts.values(x.index))
                    for (c, s), x in g.groupby(["stripe_count", "stripe_size"], sort=True)]
         name, vals = _rank([_Cand(n, v) for n, v in layouts], st)[0].name, None
         vals = dict(layouts)[name]
@@ -80,15 +82,18 @@ def format_guidelines(points: pd.DataFrame, st: Settings | None = None) -> pd.Da
     """One row per access × nodes × ppn × sample-size class (:data:`FORMAT_COLUMNS`): the best format (each at its
     best layout), its gain over the runner-up format in percent with a bootstrap CI, and the verdict."""
     st = st or Settings()
-    rng = np.random.default_rng(st.seed + 1)
     if points.empty:
         return pd.DataFrame(columns=FORMAT_COLUMNS)
-    pts, sizes_vary = _measured(points, st)
-    pts = scenarios(pts, FORMAT_KNOBS)
+    return formats_of(compared(points, st), st)
+
+
+def formats_of(pts: Compared, st: Settings) -> pd.DataFrame:
+    """:func:`format_guidelines` of the points folded into groups (:func:`~analysis.guidelines.compare.compared`)."""
+    rng = np.random.default_rng(st.seed + 1)
     rows = []
-    for key, sc in pts.groupby([*FORMAT_SCENARIO, "setting", "scenario"], sort=True):
+    for key, sc in scenarios(pts.groups, FORMAT_KNOBS).groupby([*FORMAT_SCENARIO, "setting", "scenario"], sort=True):
         row: dict[str, Any] = dict(zip([*FORMAT_SCENARIO, "setting"], key[:-1], strict=True))
-        pairs = _format_candidates(sc, st, sizes_vary)
+        pairs = _format_candidates(sc, pts, st)
         layout_of = {c.name: lay for c, lay in pairs}
         cands = [c for c, _ in pairs]
         _bootstrap(cands, st, rng)
@@ -110,7 +115,7 @@ def format_guidelines(points: pd.DataFrame, st: Settings | None = None) -> pd.Da
             verdict, reason = "cannot decide", f"repetitions missing: {ru.name} has {ru.n}, need {st.min_repeats}"
         if not verdict:
             verdict, reason = "recommend", f"{best.name} {_ci(best)} vs {ru.name} {_ci(ru)}"
-        row.update(verdict=verdict, reason=reason + _amplification_note(sc, [best.name, ru.name]))
+        row.update(verdict=verdict, reason=reason + _amplification_note(sc, pts, [best.name, ru.name]))
         rows.append(row)
     return pd.DataFrame(rows).reindex(columns=FORMAT_COLUMNS)
 
@@ -119,13 +124,14 @@ def format_guidelines(points: pd.DataFrame, st: Settings | None = None) -> pd.Da
 AMPLIFICATION_NOTE = 0.05
 
 
-def _amplification_note(sc: pd.DataFrame, formats: list[str]) -> str:
+def _amplification_note(sc: pd.DataFrame, pts: Compared, formats: list[str]) -> str:
     """Why, at the file system: the formats (best, runner-up) whose reads made the file system serve more (or
-    fewer) bytes than the reader returned, with their mean amplification in the scenario; '' when none differs
-    from 1 by AMPLIFICATION_NOTE or more, or the points predate the file-system layer."""
-    if "amplification" not in sc.columns:
+    fewer) bytes than the reader returned, with their mean amplification in the scenario (``sc``: its rows of
+    ``pts.groups``); '' when none differs from 1 by AMPLIFICATION_NOTE or more, or the points predate the
+    file-system layer."""
+    if pts.amplification is None:
         return ""
-    amp = sc.groupby("format")["amplification"].mean()
+    amp = {f: pts.mean_amplification(g.index) for f, g in sc.groupby("format")}
     cited = [f"{f} {amp[f]:.2f}x" for f in formats if f in amp and amp[f] == amp[f]
              and abs(amp[f] - 1) >= AMPLIFICATION_NOTE]
     if not cited:

@@ -11,15 +11,16 @@ from analysis.guidelines.compare import (
     LAYOUT_COLUMNS,
     LAYOUT_KNOBS,
     SCENARIO,
+    Compared,
     Settings,
     _bootstrap,
     _Cand,
     _ci,
     _gain,
     _layout_name,
-    _measured,
     _rank,
     _separate,
+    compared,
     scenarios,
 )
 
@@ -28,13 +29,16 @@ def layout_guidelines(points: pd.DataFrame, st: Settings | None = None) -> pd.Da
     """One row per scenario (:data:`LAYOUT_COLUMNS`): the best stripe layout, its gain over the baseline in percent
     with a bootstrap CI, and the verdict with its reason. Means and bounds are in the metric's unit."""
     st = st or Settings()
-    rng = np.random.default_rng(st.seed)
     if points.empty:
         return pd.DataFrame(columns=LAYOUT_COLUMNS)
-    pts, sizes_vary = _measured(points, st)
-    pts = scenarios(pts, LAYOUT_KNOBS)
+    return layouts_of(compared(points, st), st)
+
+
+def layouts_of(pts: Compared, st: Settings) -> pd.DataFrame:
+    """:func:`layout_guidelines` of the points folded into groups (:func:`~analysis.guidelines.compare.compared`)."""
+    rng = np.random.default_rng(st.seed)
     rows = []
-    for key, sc in pts.groupby([*SCENARIO, "setting", "scenario"], sort=True):
+    for key, sc in scenarios(pts.groups, LAYOUT_KNOBS).groupby([*SCENARIO, "setting", "scenario"], sort=True):
         row: dict[str, Any] = dict(zip([*SCENARIO, "setting"], key[:-1], strict=True))
         row["fs_type"] = ",".join(sorted(sc["fs_type"].dropna().astype(str).unique())) or "unknown"
         applicable = sc["striping_applicable"].fillna(False).astype(bool)
@@ -48,7 +52,7 @@ def layout_guidelines(points: pd.DataFrame, st: Settings | None = None) -> pd.Da
         sc = sc[applicable]
         cands, meta = [], {}
         for (count, size), g in sc.groupby(["stripe_count", "stripe_size"], sort=True):
-            c = _Cand(_layout_name(count, size, sizes_vary), g[st.metric].to_numpy(dtype=float))
+            c = _Cand(_layout_name(count, size, pts.sizes_vary), pts.values(g.index))
             cands.append(c)
             meta[c.name] = (int(count), int(size))
         _bootstrap(cands, st, rng)
