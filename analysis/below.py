@@ -26,21 +26,6 @@ MIN_DIFFERENCE = 0.10
 MIN_REPEATS = 2
 
 
-def epoch_bandwidths(store: StoreReader, point_keys: list[str]) -> pd.DataFrame:
-    """``point_key, epoch, first_read, bandwidth_mib_s`` (MiB/s) of the given points' epochs whose first-read
-    state is known, in point key and epoch order (:func:`_epochs_of`)."""
-    cols = ["point_key", "epoch", "first_read", "bandwidth_mib_s"]
-    if not point_keys:
-        return pd.DataFrame(columns=cols)
-    keys = pd.Index(pd.unique(np.asarray(point_keys, dtype=object)), dtype=object)
-    pos, vals = _epochs_of(store, keys)
-    if not len(pos):
-        return pd.DataFrame(columns=cols)
-    return pd.DataFrame({"point_key": pd.Series(keys.to_numpy()[pos], dtype=object),
-                         "epoch": vals[:, 0].astype(np.int64), "first_read": vals[:, 1].astype(bool),
-                         "bandwidth_mib_s": vals[:, 2]})
-
-
 def _epochs_of(store: StoreReader, keys: pd.Index) -> tuple[np.ndarray, np.ndarray]:
     """(each epoch's point as a position in ``keys``, its ``epoch, first_read, bandwidth_mib_s`` as floats) of the
     epochs whose first-read state is known of the points ``keys`` (an object index: a hash lookup, where isin on
