@@ -3,7 +3,8 @@
 For each request size, one ``bin`` dataset (records of exactly that size back to back in one shared file) is
 generated through ddlio. Then, for each pattern (sequential: each rank reads its contiguous share in order;
 random: ``shuffle=sample``, every record once per epoch in a seeded global order) and cache state (cold: the file
-evicted from the page cache before the run; warm: read once before), the kernel runs as
+evicted from the page cache before the run; warm: read once before, and four times the bytes, so that a warm
+pass lasts longer than a blink), the kernel runs as
 ``mpiexec -n P python -m experiments.kernel``, and fio replays the very same reads: one psync job per rank with an
 iolog of that rank's requests (offsets, sizes, order, from the kernel's own sampler). They alternate, ``--repeat``
 times.
@@ -137,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="4KiB,64KiB,1MiB,16MiB", help="request sizes (default %(default)s)")
     ap.add_argument("--total", default="1GiB", help="bytes read per run for sizes >= 64KiB (default %(default)s)")
     ap.add_argument("--total-small", default="256MiB", help="bytes read per run for smaller sizes")
+    ap.add_argument("--warm-total", default="4GiB",
+                    help="bytes read per warm run for sizes >= 64KiB (default %(default)s: a warm pass over 1 GiB "
+                         "lasts ~70 ms here, and fio counts whole milliseconds)")
     ap.add_argument("--procs", type=int, default=2, help="processes (MPI ranks, fio jobs); default %(default)s")
     ap.add_argument("--repeat", type=int, default=5, help="runs of each (median reported); default %(default)s")
     ap.add_argument("--patterns", default="seq,random", help="access patterns (default %(default)s)")
@@ -151,9 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     try:
         for size in [parse_size(s) for s in args.sizes.split(",")]:
-            total = parse_size(args.total if size >= 64 * 1024 else args.total_small)
             for pattern in args.patterns.split(","):
                 for cache in args.caches.split(","):
+                    total = parse_size(args.total_small if size < 64 * 1024 else
+                                       args.warm_total if cache == "warm" else args.total)
                     spec = point(data, size, total, args.procs, "none" if pattern == "seq" else "sample", cache,
                                  epochs=1)
                     plan = DatasetPlan.from_point(spec)
