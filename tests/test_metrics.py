@@ -156,28 +156,37 @@ def test_a_lane_reads_its_thread_counters_per_span_of_batches_and_around_opens(t
     assert len(texts) == 1 + 1 + len(spans) and got_spans == [(-1, -1), *spans]
     m = RankEpoch(0, "n", 0)
     posix.epoch_layer(m, io0, io1, [snaps], ep.lat, ep.size, per_sample=True)
-    assert got == 100 * 16384 and ep.size == [16384] * 100
+    assert got == 100 * 16384 and list(ep.size) == [16384] * 100
     assert m.posix_size_from_app == 100 and m.posix_size_hist[3] == 100  # every sample: one 16 KiB call
     assert m.posix_reads == sum(m.posix_size_hist) and m.posix_bytes_read >= got  # and the index read at the open
     assert m.posix_read_time_s == pytest.approx(sum(ep.lat) / 1e9)
     os.close(lane.io_fd)
 
 
-def test_the_progress_watch_counts_returned_reads_over_its_window():
+@pytest.mark.parametrize("kind", ["array", "list"])  # EpochArrays' int64 array; torch's epoch rebuilt as lists
+def test_the_progress_watch_counts_returned_reads_over_its_window(kind):
+    from array import array
     from types import SimpleNamespace
 
     from experiments.kernel.guards import ProgressWatch
 
+    def lats(values: list[int]) -> list[int] | array:
+        return array("q", values) if kind == "array" else list(values)
+
+    def returned(ks: range | list[int]) -> None:
+        for k in ks:
+            ep.lat[k] = 5
+
     w = ProgressWatch(SimpleNamespace(rank=0), 60, [], tick_s=60)
-    ep = SimpleNamespace(lat=[0] * 100)
+    ep = SimpleNamespace(lat=lats([0] * 100))
     w.start_epoch(0, ep, [], window=8)
     assert w.returned(ep) == 0
-    ep.lat[:10] = [5] * 10
-    ep.lat[12] = 5  # a read ahead of one still in flight (reader threads)
+    returned(range(10))
+    returned([12])  # a read ahead of one still in flight (reader threads)
     assert w.returned(ep) == 11 and w._first == (ep, 10)
-    ep.lat[10:12] = [5, 5]
-    ep.lat[13:] = [5] * 87
+    returned([10, 11])
+    returned(range(13, 100))
     assert w.returned(ep) == 100
-    other = SimpleNamespace(lat=[5, 0, 0])  # a new epoch's arrays start from their own first read
+    other = SimpleNamespace(lat=lats([5, 0, 0]))  # a new epoch's arrays start from their own first read
     assert w.returned(other) == 1
     w.stop()

@@ -16,7 +16,7 @@ import pytest
 
 from ddlio.errors import FormatError
 from experiments.formats.indexed import IndexedReader, offsets_of, write_index
-from experiments.kernel.lanes import Lane, native_read_run
+from experiments.kernel.lanes import Lane, int64_zeros, native_read_run
 
 BUILT = native_read_run() is not None
 needs_c = pytest.mark.skipif(not BUILT, reason="the C read loop is not built here (no C compiler at install)")
@@ -63,9 +63,10 @@ def dataset(tmp_path: Path, names: list[str], seed: int = 0) -> tuple[list[str],
 
 def epoch(order: list[tuple[int, int]], starts: bool, sizes: bool) -> SimpleNamespace:
     """An epoch's per-sample lists (as EpochArrays holds them) for reads of (file, record) in ``order``."""
-    n = len(order)
-    return SimpleNamespace(fo=[f for f, _ in order], lo=[i for _, i in order], lat=[0] * n,
-                           start=[0] * n if starts else [], size=[0] * n if sizes else [])
+    n, fo, lo = len(order), [f for f, _ in order], [i for _, i in order]
+    return SimpleNamespace(fo=fo, lo=lo, fo_arr=np.array(fo, dtype=np.int64), lo_arr=np.array(lo, dtype=np.int64),
+                           lat=int64_zeros(n), start=int64_zeros(n if starts else 0),
+                           size=int64_zeros(n if sizes else 0))
 
 
 def lane(paths: list[str], native: bool) -> Lane:
@@ -109,7 +110,7 @@ def test_the_c_loop_reads_what_the_python_loop_reads(tmp_path, starts, sizes):
     assert p_lane.reads == {"native": 0, "python": len(order)}
     assert c_ep.size == p_ep.size
     if sizes:
-        assert c_ep.size == [len(records[f][i]) for f, i in order]
+        assert list(c_ep.size) == [len(records[f][i]) for f, i in order]
     assert all(isinstance(x, int) and x > 0 for x in c_ep.lat)
     if starts:  # on perf_counter_ns's clock, one read after the other
         assert t0 <= c_ep.start[0] and c_ep.start[-1] + c_ep.lat[-1] <= t1
@@ -123,7 +124,8 @@ def test_a_reader_without_a_native_loop_is_read_by_its_own_read_in_a_native_batc
     order = [(f, i) for i in range(5) for f in range(3)]  # every batch mixes the three files
     c_ep, c_got, c_lane, _ = read_all(paths, order, True, starts=True, sizes=True, batch=6)
     p_ep, p_got, _, _ = read_all(paths, order, False, starts=True, sizes=True, batch=6)
-    assert c_got == p_got and c_ep.size == p_ep.size == [len(records[f][i]) for f, i in order]
+    assert c_got == p_got and c_ep.size == p_ep.size
+    assert list(c_ep.size) == [len(records[f][i]) for f, i in order]
     assert c_lane.reads == {"native": 10, "python": 5}
     assert all(x > 0 for x in c_ep.lat)
 
@@ -138,7 +140,7 @@ def test_a_truncated_record_is_the_same_error_by_either_loop(tmp_path, native):
     with pytest.raises(FormatError) as e:
         ln.read_range(1, len(records[0]), ep)
     assert str(e.value) == f"{paths[0]}: record 3 truncated: read 5 of {len(records[0][3])} bytes at {keep - 5}"
-    assert ep.size[:3] == [len(r) for r in records[0][:3]] and ep.lat[3:] == [0] * (len(records[0]) - 3)
+    assert list(ep.size[:3]) == [len(r) for r in records[0][:3]] and list(ep.lat[3:]) == [0] * (len(records[0]) - 3)
     assert all(ep.lat[:3])
     ln.close_all()
 
@@ -180,3 +182,50 @@ def test_another_thread_sees_each_read_return_during_a_batch(tmp_path):
     assert ln.reads["native"] == n
     assert any(1 < c < n for c in seen), seen[:20]  # the watcher ran mid-batch and saw part of it returned
     ln.close_all()
+
+
+@needs_c
+def test_the_c_loop_takes_int64_arrays_and_names_a_wrong_argument(tmp_path):
+    """Every array reaches the C loop as a contiguous int64 buffer (one load per lookup: a shuffled epoch's
+    offsets lie all over the index; the figures written without the GIL); a list, another width or a read-only
+    buffer is refused by name, and a record beyond the index too."""
+    paths, records = dataset(tmp_path, ["a.bin"], seed=6)
+    run = native_read_run()
+    starts = np.asarray(offsets_of([len(r) for r in records[0]]), dtype=np.int64)
+    n = len(records[0])
+    fo, lo = np.zeros(n, dtype=np.int64), np.arange(n, dtype=np.int64)[::-1].copy()
+    buf = np.empty(96 * 1024, dtype=np.uint8)
+    fd = os.open(paths[0], os.O_RDONLY)
+    try:
+        lat, size = int64_zeros(n), np.zeros(n, dtype=np.int64)  # array.array or numpy: any int64 buffer
+        assert run(fd, buf, starts, fo, lo, 0, 0, n, lat, int64_zeros(0), size) == (n, sum(map(len, records[0])), -1)
+        assert buf[:len(records[0][0])].tobytes() == records[0][0] and all(lat)
+        assert size.tolist() == [len(records[0][i]) for i in lo.tolist()]
+        none = int64_zeros(0)
+        for name, bad in [("starts", (starts.tolist(), fo, lo, lat, none, none)),
+                          ("starts", (starts.astype(float), fo, lo, lat, none, none)),
+                          ("fo", (starts, fo.astype(np.int32), lo, lat, none, none)),
+                          ("lo", (starts, fo, lo[::2], lat, none, none)),
+                          ("lat", (starts, fo, lo, [0] * n, none, none)),
+                          ("start", (starts, fo, lo, lat, bytes(8 * n), none))]:  # read-only
+            with pytest.raises(TypeError, match=f"read_run: {name} must be a contiguous"):
+                run(fd, buf, bad[0], bad[1], bad[2], 0, 0, n, *bad[3:])
+        with pytest.raises(IndexError, match="out of the epoch's arrays"):
+            run(fd, buf, starts, fo[:3], lo, 0, 0, n, int64_zeros(n), none, none)
+        with pytest.raises(IndexError, match="record 99 out of the file's index"):
+            run(fd, buf, starts, fo, np.full(n, 99, dtype=np.int64), 0, 0, n, int64_zeros(n), none, none)
+    finally:
+        os.close(fd)
+
+
+def test_an_epochs_arrays_and_lists_agree():
+    from experiments.kernel.lanes import EpochArrays
+
+    class Plan:
+        file_starts = np.array([0, 4, 10, 11])
+
+    ids = np.array([10, 0, 5, 3, 4, 9], dtype=np.int64)
+    ep = EpochArrays(Plan(), ids, trace=False)
+    assert ep.fo == [2, 0, 1, 0, 1, 1] and ep.lo == [0, 0, 1, 3, 0, 5]
+    assert ep.fo_arr.dtype == ep.lo_arr.dtype == np.int64 and ep.fo_arr.flags.c_contiguous
+    assert ep.fo_arr.tolist() == ep.fo and ep.lo_arr.tolist() == ep.lo

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -64,15 +65,15 @@ class IndexedReader(Reader):
         self.offsets = read_index(path) if offsets is None else offsets
         self.num_samples = len(self.offsets) - 1
         self._base = base
-        # the per-read path does no numpy scalar conversions and calls the check hook only if a format has one
-        self._starts = (self.offsets + base).tolist()
+        # the per-read path does no numpy scalar conversions and calls the check hook only if a format has one;
+        # its list of record starts (``_starts``) is made on first use (__getattr__): the C loop reads the array
         self._check = None if type(self).check is IndexedReader.check else self.check
         self._out: np.ndarray | None = None
         self._view = memoryview(b"")
         self._span, self._iov = -1, [self._view]
-        #: for the kernel's C loop (experiments/kernel/_readrun.c), which makes this very read: (fd, record starts);
-        #: None for a format whose records are checked on read
-        self.native_loop: tuple[int, list[int]] | None = None
+        #: for the kernel's C loop (experiments/kernel/_readrun.c), which makes this very read: (fd, record starts
+        #: as an int64 array); None for a format whose records are checked on read
+        self.native_loop: tuple[int, np.ndarray] | None = None
         try:
             self._fd = os.open(self.path, os.O_RDONLY)
         except OSError as e:
@@ -82,7 +83,16 @@ class IndexedReader(Reader):
             os.close(self._fd)
             raise FormatError(f"{path}: truncated: {size} bytes, the index expects {base + int(self.offsets[-1])}")
         if self._check is None:
-            self.native_loop = (self._fd, self._starts)
+            self.native_loop = (self._fd, np.ascontiguousarray(self.offsets + base, dtype=np.int64))
+
+    def __getattr__(self, name: str) -> Any:
+        """``_starts``, the record starts (bytes) as a list for the Python read path, made on first use: a file
+        read by the C loop never builds it (65,537 ints of a 4 GiB file of 64 KiB records cost 1-5 ms per open,
+        inside the timed epoch); called only when an attribute is missing, so the read path pays nothing."""
+        if name == "_starts":
+            self._starts = (self.offsets + self._base).tolist()
+            return self._starts
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def record_bytes(self, i: int) -> int:
         return int(self.offsets[i + 1] - self.offsets[i])

@@ -4,6 +4,7 @@ overlapping reads; one rank's access log."""
 
 from __future__ import annotations
 
+import array
 import csv
 import math
 import os
@@ -64,6 +65,7 @@ class Lane:
         self._kb = -1  # the end of the span's last batch
         self.read_run = native_read_run()
         self.reads = {"native": 0, "python": 0}  # reads by loop: the C one, the Python one
+        self._native_f, self._native_loop = -1, (-1, None)  # the open file the C loop read last, its loop
 
     def reader_of(self, f: int, k: int = -1) -> Any:
         """The open reader of file ``f``, opening it (a timed metadata op) on first use; ``k``: the epoch's sample
@@ -113,12 +115,22 @@ class Lane:
                 self._close_span()
             if self._ka < 0:
                 self._ka = k0
-        if k0 < k1 and self.read_run is not None and \
-                getattr(self.switch_to(ep.fo[k0], k0), "native_loop", None) is not None:
-            nbytes = self._read_native(k0, k1, ep)
-        else:
+        if k0 >= k1:
+            nbytes = 0
+        elif self.read_run is None:
             self.reads["python"] += k1 - k0
             nbytes = self._read_python(k0, k1, ep)
+        elif ep.fo[k0] == self._native_f:  # the file the last C run read, still open: straight to the C loop
+            f, (fd, starts) = self._native_f, self._native_loop
+            end, nbytes, short = self.read_run(fd, self.buf, starts, ep.fo_arr, ep.lo_arr, f, k0, k1, ep.lat,
+                                               ep.start, ep.size)
+            self.reads["native"] += end - k0
+            if short >= 0:
+                raise self.readers[f].short_read(ep.lo[end], short)
+            if end < k1:
+                nbytes += self._read_native(end, k1, ep)
+        else:
+            nbytes = self._read_native(k0, k1, ep)
         if self._ka >= 0:
             self._kb = k1
             if k1 - self._ka >= self.span_samples:
@@ -173,7 +185,8 @@ class Lane:
     def _read_native(self, k0: int, k1: int, ep: EpochArrays) -> int:
         """:meth:`read_range` by the C loop, one call per run of samples in one file; a reader without a
         ``native_loop`` met in the batch reads its samples by the Python loop."""
-        run, buf, fo, lo, lat, start, size = self.read_run, self.buf, ep.fo, ep.lo, ep.lat, ep.start, ep.size
+        run, buf, fo, lat, start, size = self.read_run, self.buf, ep.fo, ep.lat, ep.start, ep.size
+        fo_arr, lo_arr, lo = ep.fo_arr, ep.lo_arr, ep.lo
         k, nbytes, reads = k0, 0, self.reads
         while k < k1:
             f = fo[k]
@@ -184,7 +197,9 @@ class Lane:
                 reads["python"] += 1
                 k += 1
                 continue
-            end, n, short = run(loop[0], buf, loop[1], fo, lo, f, k, k1, lat, start, size)
+            if not self.whole:  # the next batch in this file goes straight to the C loop (read_range)
+                self._native_f, self._native_loop = f, loop
+            end, n, short = run(loop[0], buf, loop[1], fo_arr, lo_arr, f, k, k1, lat, start, size)
             nbytes += n
             reads["native"] += end - k
             if short >= 0:
@@ -220,23 +235,34 @@ class Lane:
                 self.meta_events.append((t, dt, f, "close"))
         self.readers.clear()
         self._held = None
+        self._native_f = -1
+
+
+def int64_zeros(n: int) -> array.array:
+    """``n`` zeros as an ``array.array('q')`` (int64, C-contiguous)."""
+    return array.array("q", bytes(8 * n))
 
 
 class EpochArrays:
-    """Per-sample arrays of one epoch on one rank: file and local index of each read, latency (ns); start time
-    (perf_counter ns) when reads overlap (reader threads) or are logged; the bytes each read returned when logged
-    or when the file-system layer bins them; file offset when logged."""
+    """Per-sample arrays of one epoch on one rank: file and local index of each read (lists for the Python loop,
+    int64 arrays ``fo_arr``, ``lo_arr`` for the C one), latency (ns); start time (perf_counter ns) when reads
+    overlap (reader threads) or are logged; the bytes each read returned when logged or when the file-system
+    layer bins them (these three int64 ``array.array``, empty when not kept); file offset when logged."""
 
     def __init__(self, plan: DatasetPlan, ids: np.ndarray, trace: bool, starts_needed: bool = False,
                  sizes_needed: bool = False) -> None:
         starts = plan.file_starts
         file_of = np.searchsorted(starts, ids, side="right") - 1
         self.ids = ids
-        self.fo, self.lo = file_of.tolist(), (ids - starts[file_of]).tolist()
+        self.fo_arr = np.ascontiguousarray(file_of, dtype=np.int64)
+        self.lo_arr = np.ascontiguousarray(ids - starts[file_of], dtype=np.int64)
+        self.fo, self.lo = self.fo_arr.tolist(), self.lo_arr.tolist()
         n = len(ids)
-        self.lat = [0] * n  # read latencies, ns (a list: cheaper to fill from the hot loop than an ndarray)
-        self.start = [0] * n if (trace or starts_needed) else []
-        self.size = [0] * n if (trace or sizes_needed) else []
+        # int64 arrays (array.array: filled from the C loop without the GIL, and from the Python loop as cheaply
+        # as a list, keeping no int object per sample): read latencies (ns), starts, sizes (bytes)
+        self.lat = int64_zeros(n)
+        self.start = int64_zeros(n if (trace or starts_needed) else 0)
+        self.size = int64_zeros(n if (trace or sizes_needed) else 0)
         self.offset = [-2] * n if trace else []  # -2: not asked yet
 
 
