@@ -6,15 +6,21 @@ random: ``shuffle=sample``, every record once per epoch in a seeded global order
 evicted from the page cache before the run; warm: read once before, and four times the bytes, so that a warm
 pass lasts longer than a blink), the kernel runs as
 ``mpiexec -n P python -m experiments.kernel``, and fio replays the very same reads: one psync job per rank with an
-iolog of that rank's requests (offsets, sizes, order, from the kernel's own sampler). They alternate, ``--repeat``
-times.
+iolog of that rank's requests (offsets, sizes, order, from the kernel's own sampler). A kernel run reads
+``--epochs`` epochs and fio runs as many times in a row, each replaying the reads of the epoch of its rank (a
+shuffled epoch reads its own order), and a repetition's figure of each is the median of those; kernel and fio
+run side by side, in turn first (ABBA), ``--repeat`` times, each followed by the kernel's two references.
 
 Both are compared by the same yardstick: bytes delivered / wall time of the reading phase (fio: its aggregate
 bandwidth, bytes / runtime; the kernel: the epoch's bytes / the slowest rank's epoch wall time, which includes
 the loop's own overhead, so the ratio is the kernel's full cost). Medians are printed side by side with the
-kernel/fio ratio, beside the kernel's same reads without the file-system layer's counters (``DDLIO_FS_LAYER=off``:
-what the counters cost, apart from the loop's own) and by its Python loop instead of its C one
-(``DDLIO_READ_LOOP=python``), and the last line is ``min ratio: X.XX`` (with counters, the C loop when built).
+kernel/fio ratio and the median of each repetition's own ratio ("paired", with its distribution-free 95%
+confidence interval: on this VM one run's bandwidth varies by 10% or more from the next), beside the kernel's
+same reads without the file-system layer's counters (``DDLIO_FS_LAYER=off``: what the counters cost, apart from
+the loop's own) and by its Python loop instead of its C one
+(``DDLIO_READ_LOOP=python``), and the last line is ``min ratio: X.XX`` (with counters, the C loop when built), with
+the lowest paired ratio and the lowest upper bound of its interval (under the goal: a gap the noise cannot
+explain). ``--runs FILE`` keeps every repetition's figures.
 
     python bench/vs_fio.py                         # 4KiB 64KiB 1MiB 16MiB, seq+random, cold+warm, 2 processes
     python bench/vs_fio.py --sizes 4KiB,256KiB --procs 1 --repeat 5 --data /scratch/me/bench
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import statistics
@@ -95,15 +102,15 @@ def kernel_bw(rec: dict[str, Any]) -> list[float]:
     return [e["bytes_read"] / max(r["wall_time_s"] for r in e["ranks"]) / MIB for e in rec["epochs"]]
 
 
-def write_iologs(spec: Any, plan: Any, path: Path, size: int, scratch: Path) -> list[Path]:
-    """One fio iolog (version 2) per rank, replaying exactly the reads the kernel's rank makes in epoch 0:
+def write_iologs(spec: Any, plan: Any, path: Path, size: int, scratch: Path, epoch: int = 0) -> list[Path]:
+    """One fio iolog (version 2) per rank, replaying exactly the reads the kernel's rank makes in ``epoch``:
     the same offsets, sizes and order (epoch_ids is the kernel's own sampler)."""
     from experiments.kernel import epoch_ids
 
     logs = []
     for rank in range(spec.ranks):
-        ids = epoch_ids(plan, spec, 0, spec.ranks, rank)
-        log = scratch / f"rank{rank}.iolog"
+        ids = epoch_ids(plan, spec, epoch, spec.ranks, rank)
+        log = scratch / f"epoch{epoch}-rank{rank}.iolog"
         with open(log, "w") as f:
             f.write(f"fio version 2 iolog\n{path} add\n{path} open\n")
             f.writelines(f"{path} read {int(i) * size} {size}\n" for i in ids)
@@ -133,6 +140,23 @@ def run_fio(path: Path, logs: list[Path], cold: bool, scratch: Path) -> float:
     return read["bw_bytes"] / MIB
 
 
+def median_ci(values: list[float], conf: float = 0.95) -> tuple[float, float]:
+    """A distribution-free confidence interval of the median of ``values``: the order statistics whose ranks the
+    binomial distribution of half-chances puts around it (``conf`` or more coverage); with fewer than 6 values it
+    cannot reach 95%, and the interval is the range."""
+    xs, n = sorted(values), len(values)
+    if n < 2:
+        return (xs[0], xs[0]) if xs else (float("nan"), float("nan"))
+    # (xs[j], xs[n-1-j]) misses the median when j or fewer values lie below it, or above: 2 P(X <= j) at most
+    cdf = [sum(math.comb(n, i) for i in range(j + 1)) / 2 ** n for j in range(n // 2)]
+    lo = 0
+    for j, p in enumerate(cdf):
+        if 2 * p > 1 - conf:
+            break
+        lo = j
+    return xs[lo], xs[n - 1 - lo]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="4KiB,64KiB,1MiB,16MiB", help="request sizes (default %(default)s)")
@@ -143,9 +167,13 @@ def main(argv: list[str] | None = None) -> int:
                          "lasts ~70 ms here, and fio counts whole milliseconds)")
     ap.add_argument("--procs", type=int, default=2, help="processes (MPI ranks, fio jobs); default %(default)s")
     ap.add_argument("--repeat", type=int, default=5, help="runs of each (median reported); default %(default)s")
+    ap.add_argument("--epochs", type=int, default=3,
+                    help="epochs of each kernel run, and fio runs in a row beside it: a repetition's figure is their "
+                         "median (default %(default)s)")
     ap.add_argument("--patterns", default="seq,random", help="access patterns (default %(default)s)")
     ap.add_argument("--caches", default="cold,warm", help="cache states (default %(default)s)")
     ap.add_argument("--data", help="directory for the datasets (default: a temporary directory, removed after)")
+    ap.add_argument("--runs", help="also write every run's figures (MiB/s, in the order they ran) to this JSON file")
     args = ap.parse_args(argv)
     if shutil.which("fio") is None:
         print("fio not found: apt-get install fio", file=sys.stderr)
@@ -153,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = None
     data = Path(args.data) if args.data else Path(tmp := tempfile.mkdtemp(prefix="ddlio-vs-fio-"))
     rows = []
+    runs: list[dict[str, Any]] = []
     try:
         for size in [parse_size(s) for s in args.sizes.split(",")]:
             for pattern in args.patterns.split(","):
@@ -160,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                     total = parse_size(args.total_small if size < 64 * 1024 else
                                        args.warm_total if cache == "warm" else args.total)
                     spec = point(data, size, total, args.procs, "none" if pattern == "seq" else "sample", cache,
-                                 epochs=1)
+                                 epochs=args.epochs)
                     plan = DatasetPlan.from_point(spec)
                     k_bw: list[float] = []
                     off_bw: list[float] = []
@@ -168,42 +197,58 @@ def main(argv: list[str] | None = None) -> int:
                     f_bw: list[float] = []
                     states: set[str] = set()
                     used: set[str] = set()
-                    logs: list[Path] = []
+                    logs: list[list[Path]] = []  # per epoch, per rank
                     root = RunPaths.of(data, spec.point_key).root
-                    for _ in range(args.repeat):  # alternate: kernel, then fio, on the same file
-                        rec = run_kernel(spec, root)  # generates the file first
-                        k_bw += kernel_bw(rec)
+                    for rep in range(args.repeat):
+                        # kernel and fio side by side, in turn first (ABBA: a drift of the machine between the
+                        # two cancels over pairs); the file is generated by the first kernel run
+                        for first in ((True, False) if rep % 2 == 0 else (False, True)):
+                            if first:
+                                rec = run_kernel(spec, root)
+                                k_bw.append(statistics.median(kernel_bw(rec)))
+                                used |= loops(rec)
+                                states |= {e["cache"] for e in rec["epochs"]}
+                                continue
+                            files = [p for p in data_files(plan) if p.suffix == ".bin"]
+                            logs = logs or [write_iologs(spec, plan, files[0], size, data, e)
+                                            for e in range(args.epochs)]
+                            if cache == "warm":
+                                warm(files)
+                            f_bw.append(statistics.median(run_fio(files[0], logs[e], cache == "cold", data)
+                                                          for e in range(args.epochs)))
                         off = run_kernel(spec, root, DDLIO_FS_LAYER="off")
-                        off_bw += kernel_bw(off)
+                        off_bw.append(statistics.median(kernel_bw(off)))
                         py = run_kernel(spec, root, DDLIO_READ_LOOP="python")
-                        py_bw += kernel_bw(py)
-                        for r in (rec, off, py):
+                        py_bw.append(statistics.median(kernel_bw(py)))
+                        for r in (off, py):
                             states |= {e["cache"] for e in r["epochs"]}
-                        used |= loops(rec)
-                        files = [p for p in data_files(plan) if p.suffix == ".bin"]
-                        logs = logs or write_iologs(spec, plan, files[0], size, data)
-                        if cache == "warm":
-                            warm(files)
-                        f_bw.append(run_fio(files[0], logs, cache == "cold", data))
                     k, f = statistics.median(k_bw), statistics.median(f_bw)
                     o, y = statistics.median(off_bw), statistics.median(py_bw)
                     # each kernel run over the fio run beside it: drift of the machine between repetitions cancels
-                    paired = statistics.median(a / b for a, b in zip(k_bw, f_bw, strict=True))
+                    pairs = [a / b for a, b in zip(k_bw, f_bw, strict=True)]
+                    paired, (lo, hi) = statistics.median(pairs), median_ci(pairs)
                     rows.append((format_size(size), pattern, cache, f, k, k / f, ",".join(sorted(states)), o, y,
-                                 paired))
+                                 paired, lo, hi))
+                    runs.append({"size": size, "pattern": pattern, "cache": cache, "kernel": k_bw, "fio": f_bw,
+                                 "kernel_first": [rep % 2 == 0 for rep in range(args.repeat)],
+                                 "without_counters": off_bw, "python_loop": py_bw})
+                    if args.runs:
+                        Path(args.runs).write_text(json.dumps(runs, indent=1))
                     print(f"{rows[-1][0]:>9} {pattern:>6} {cache:>4}  fio {f:9.1f} MiB/s  kernel {k:9.1f} MiB/s  "
-                          f"ratio {k / f:5.2f} (paired {paired:4.2f}; loop: {','.join(sorted(used))})  "
+                          f"ratio {k / f:5.2f} (paired {paired:4.2f} [{lo:4.2f}, {hi:4.2f}]; "
+                          f"loop: {','.join(sorted(used))})  "
                           f"without counters {o / f:5.2f}  python loop {y / f:5.2f}  (kernel cache: {rows[-1][6]})",
                           flush=True)
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
     print(f"\n{'size':>9} {'pattern':>7} {'cache':>5} {'fio MiB/s':>11} {'kernel MiB/s':>13} {'ratio':>6} "
-          f"{'paired':>6} {'no counters':>12} {'ratio':>6} {'python loop':>12} {'ratio':>6}")
-    for size, pattern, cache, f, k, r, _, o, y, pr in rows:
-        print(f"{size:>9} {pattern:>7} {cache:>5} {f:11.1f} {k:13.1f} {r:6.2f} {pr:6.2f} {o:12.1f} {o / f:6.2f} "
-              f"{y:12.1f} {y / f:6.2f}")
-    print(f"min ratio: {min(r[5] for r in rows):.2f}")
+          f"{'paired':>6} {'95% CI':>12} {'no counters':>12} {'ratio':>6} {'python loop':>12} {'ratio':>6}")
+    for size, pattern, cache, f, k, r, _, o, y, pr, lo, hi in rows:
+        print(f"{size:>9} {pattern:>7} {cache:>5} {f:11.1f} {k:13.1f} {r:6.2f} {pr:6.2f} {f'[{lo:.2f}, {hi:.2f}]':>12} "
+              f"{o:12.1f} {o / f:6.2f} {y:12.1f} {y / f:6.2f}")
+    print(f"min ratio: {min(r[5] for r in rows):.2f} (paired: {min(r[9] for r in rows):.2f}, "
+          f"lowest upper 95% bound: {min(r[11] for r in rows):.2f})")
     return 0
 
 
