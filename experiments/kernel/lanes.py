@@ -65,7 +65,6 @@ class Lane:
         self._kb = -1  # the end of the span's last batch
         self.read_run = native_read_run()
         self.reads = {"native": 0, "python": 0}  # reads by loop: the C one, the Python one
-        self._native_f, self._native_loop = -1, (-1, None)  # the open file the C loop read last, its loop
 
     def reader_of(self, f: int, k: int = -1) -> Any:
         """The open reader of file ``f``, opening it (a timed metadata op) on first use; ``k``: the epoch's sample
@@ -115,22 +114,12 @@ class Lane:
                 self._close_span()
             if self._ka < 0:
                 self._ka = k0
-        if k0 >= k1:
-            nbytes = 0
-        elif self.read_run is None:
+        if k0 < k1 and self.read_run is not None and \
+                getattr(self.switch_to(ep.fo[k0], k0), "native_loop", None) is not None:
+            nbytes = self._read_native(k0, k1, ep)
+        else:
             self.reads["python"] += k1 - k0
             nbytes = self._read_python(k0, k1, ep)
-        elif ep.fo[k0] == self._native_f:  # the file the last C run read, still open: straight to the C loop
-            f, (fd, starts) = self._native_f, self._native_loop
-            end, nbytes, short = self.read_run(fd, self.buf, starts, ep.fo_arr, ep.lo_arr, f, k0, k1, ep.lat,
-                                               ep.start, ep.size)
-            self.reads["native"] += end - k0
-            if short >= 0:
-                raise self.readers[f].short_read(ep.lo[end], short)
-            if end < k1:
-                nbytes += self._read_native(end, k1, ep)
-        else:
-            nbytes = self._read_native(k0, k1, ep)
         if self._ka >= 0:
             self._kb = k1
             if k1 - self._ka >= self.span_samples:
@@ -197,8 +186,6 @@ class Lane:
                 reads["python"] += 1
                 k += 1
                 continue
-            if not self.whole:  # the next batch in this file goes straight to the C loop (read_range)
-                self._native_f, self._native_loop = f, loop
             end, n, short = run(loop[0], buf, loop[1], fo_arr, lo_arr, f, k, k1, lat, start, size)
             nbytes += n
             reads["native"] += end - k
@@ -235,7 +222,6 @@ class Lane:
                 self.meta_events.append((t, dt, f, "close"))
         self.readers.clear()
         self._held = None
-        self._native_f = -1
 
 
 def int64_zeros(n: int) -> array.array:
