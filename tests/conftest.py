@@ -3,6 +3,7 @@ real subprocesses of ``sweep.py``; everything they write stays under ``tmp_path`
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -10,12 +11,23 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SWEEP = ROOT / "sweep.py"
+
+
+def load_bench(name: str) -> ModuleType:
+    """``bench/<name>.py`` as the module ``name`` (the benches are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import load_bench
 
 
 @pytest.fixture(scope="module")
 def vs() -> object:
-    spec = importlib.util.spec_from_file_location("vs_dlio", ROOT / "bench" / "vs_dlio.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["vs_dlio"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("vs_dlio")
 
 
 STRACE = """\

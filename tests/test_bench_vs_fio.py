@@ -3,26 +3,18 @@ the whole bench (the kernel under MPI and fio replaying its reads, in ABBA pairs
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import load_bench
 
 
 @pytest.fixture(scope="module")
 def vs() -> object:
-    spec = importlib.util.spec_from_file_location("vs_fio", ROOT / "bench" / "vs_fio.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["vs_fio"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("vs_fio")
 
 
 def coverage(n: int, j: int) -> float:
