@@ -97,7 +97,7 @@ def raw_reader(path: Path, offsets: np.ndarray, order: np.ndarray, buf: np.ndarr
     return read_all
 
 
-class _OneFile:
+class OneFile:
     """The one thing :class:`EpochArrays` asks of a dataset plan: where each file's samples start (one file)."""
 
     def __init__(self, count: int) -> None:
@@ -111,7 +111,7 @@ def lane_reader(fmt_name: str, options: dict, path: Path, order: np.ndarray, buf
     reads them), their texts appended to ``layers`` for :func:`fs_layer` (after the timing, as the kernel fills
     its file-system layer after the epoch)."""
     fmt = get_format(fmt_name, **options)
-    plan, ids = _OneFile(len(order)), np.asarray(order, dtype=np.int64)
+    plan, ids = OneFile(len(order)), np.asarray(order, dtype=np.int64)
 
     def read_all() -> int:
         lane = Lane(fmt, [str(path)], buf_bytes, trace=False, fs_layer=counters)

@@ -37,6 +37,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from formats_read import OneFile  # noqa: E402
+from vs_fio import write_iolog  # noqa: E402
+
 from ddlio.units import format_size, parse_size  # noqa: E402
 from experiments.formats.indexed import IndexedReader, offsets_of, write_index  # noqa: E402
 from experiments.kernel.cache import warm  # noqa: E402
@@ -50,13 +53,6 @@ class _Fmt:
         return IndexedReader(path)
 
 
-class _OneFile:
-    """The one thing :class:`EpochArrays` asks of a dataset plan: where each file's samples start (one file)."""
-
-    def __init__(self, count: int) -> None:
-        self.file_starts = np.array([0, count], dtype=np.int64)
-
-
 def lane_pass(path: str, size: int, order: np.ndarray, batch: int, native: bool) -> tuple[float, float]:
     """One pass of a Lane over the file's records in ``order``: (ns per read, ns per read inside the read
     calls)."""
@@ -64,7 +60,7 @@ def lane_pass(path: str, size: int, order: np.ndarray, batch: int, native: bool)
     ln = Lane(_Fmt(), [path], size, trace=False, fs_layer=True)
     if not native:
         ln.read_run = None
-    ep = EpochArrays(_OneFile(n), order, False, sizes_needed=True)  # type: ignore[arg-type]
+    ep = EpochArrays(OneFile(n), order, False, sizes_needed=True)  # type: ignore[arg-type]
     t = time.perf_counter_ns()
     got = sum(ln.read_range(k0, min(k0 + batch, n), ep) for k0 in range(0, n, batch))
     dt = time.perf_counter_ns() - t
@@ -90,16 +86,9 @@ def bare_pass(path: str, size: int, order: np.ndarray) -> float:
     return dt / len(order)
 
 
-def fio_pass(path: str, size: int, order: np.ndarray, scratch: Path) -> float:
-    """ns per read of fio (psync, block ``size``) replaying the records in ``order`` (an iolog): its runtime over
+def fio_pass(log: Path, size: int, n: int, scratch: Path) -> float:
+    """ns per read of fio (psync) replaying the iolog ``log`` of ``n`` reads of ``size`` bytes: its runtime over
     its reads."""
-    n = len(order)
-    log = scratch / "order.iolog"
-    if not log.exists():
-        with open(log, "w") as f:
-            f.write(f"fio version 2 iolog\n{path} add\n{path} open\n")
-            f.writelines(f"{path} read {int(i) * size} {size}\n" for i in order)
-            f.write(f"{path} close\n")
     job = scratch / "job.fio"
     job.write_text(f"[r]\nioengine=psync\ninvalidate=0\nreplay_no_stall=1\nread_iolog={log}\n")
     out = subprocess.run(["fio", "--output-format=json", str(job)], capture_output=True, text=True, timeout=600)
@@ -147,10 +136,10 @@ def main(argv: list[str] | None = None) -> int:
                 order = np.arange(n, dtype=np.int64)
                 if order_name == "random":
                     order = np.random.default_rng(n).permutation(n)
-                (data / "order.iolog").unlink(missing_ok=True)
+                log = write_iolog(data / "order.iolog", path, order, size)
                 runs: dict[str, list[tuple[float, float]]] = {"fio": [], "C loop": [], "Python loop": [], "bare": []}
                 for _ in range(args.repeat):
-                    runs["fio"].append((fio_pass(path, size, order, data), 0.0))
+                    runs["fio"].append((fio_pass(log, size, n, data), 0.0))
                     runs["C loop"].append(lane_pass(path, size, order, args.batch, native))
                     runs["Python loop"].append(lane_pass(path, size, order, args.batch, False))
                     runs["bare"].append((bare_pass(path, size, order), 0.0))
