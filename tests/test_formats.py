@@ -4,7 +4,9 @@ A new format needs no new test here: it is picked up from the registry."""
 
 from __future__ import annotations
 
+import gc
 import os
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -130,7 +132,14 @@ def test_a_whole_load_returns_the_bytes_of_the_file(fmt, tmp_path):
         out = buffer_for(r)
         assert [r.read(i, out) for i in (5, 0, 39)] == [plan, 0, 0]
         assert r.payload(7, out).tobytes() == payload.sample(7)
-        r.release()
+        root = r._array
+        while isinstance(root.base, np.ndarray):  # the array np.load allocated, under any reshape
+            root = root.base
+        whole = weakref.ref(root)
+        del root
+        r.release()  # frees the file: its last sample, a view of it, must not keep it alive
+        gc.collect()
+        assert whole() is None
         assert r.read(1, out) == plan and r.loads == 2
         assert r.record_bytes(3) == payload.sizes[3]  # the per-sample plan stays the sample's bytes
 

@@ -28,6 +28,10 @@ LOADS = ("sample", "whole")
 #: the layouts of NPY and NPZ: samples back to back (with offsets), or an N-d array of samples per file
 ARRAY_FILE_LAYOUTS = ("samples", "array")
 
+#: what a reader holding no file hands back as its last sample (shared, read-only: nothing writes into it)
+_EMPTY = np.empty(0, dtype=np.uint8)
+_EMPTY.flags.writeable = False
+
 
 class ArrayFileFormat(Format):
     """What NPY and NPZ share: the ``samples``/``array`` layouts and the ``load=sample|whole`` read option
@@ -122,7 +126,7 @@ class WholeReader(ArrayReturningReader):
         self._record_bytes = record_bytes
         self._load, self._sample = load, sample
         self._array: np.ndarray | None = None
-        self._last = np.empty(0, dtype=np.uint8)
+        self._last = _EMPTY
         self.loads = 0
 
     def record_bytes(self, i: int) -> int:
@@ -144,7 +148,9 @@ class WholeReader(ArrayReturningReader):
         return n
 
     def release(self) -> None:
+        # the last sample is a view of the array: dropping the array alone would keep the whole file alive
         self._array = None
+        self._last = _EMPTY
 
     def close(self) -> None:
-        self._array = None
+        self.release()
