@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
+from ddlio.lazy import lazy_import
+
+np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
 
 def interval(values: Sequence[float], confidence: float = 0.95, draws: int = 2000) -> tuple[float, float]:

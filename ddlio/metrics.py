@@ -40,7 +40,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
+from ddlio.lazy import lazy_import
+
+np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
+
 
 BUCKETS_PER_OCTAVE = 4
 NUM_BUCKETS = 40 * BUCKETS_PER_OCTAVE  # 2**40 ns ~ 1100 s

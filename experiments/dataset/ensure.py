@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ddlio.errors import DatasetError
+from ddlio.lazy import lazy_import
 from experiments.dataset.lock import dataset_lock
 from experiments.dataset.plan import LOADS, MANIFEST, RECORDS, SIZES, DatasetPlan
 from experiments.formats import get_format
 from lustre import Layout, apply_layout, read_layout
+
+np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
 
 def data_files(plan: DatasetPlan) -> list[Path]:

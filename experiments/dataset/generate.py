@@ -15,11 +15,12 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-import numpy as np
-
+from ddlio.lazy import lazy_import
 from ddlio.mpistep import announce_started
 from experiments.dataset.plan import SIZES, DatasetPlan
 from experiments.formats import get_format
+
+np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
 
 def _sync_file_range() -> Callable[[int, int, int, int], int] | None:

@@ -7,9 +7,10 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
-
+from ddlio.lazy import lazy_import
 from experiments.formats import FORMATS, FilePayload
+
+np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
 MANIFEST = "manifest.json"
 SIZES = "sizes.npy"

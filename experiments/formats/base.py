@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-import numpy as np
-
 from ddlio.errors import ConfigError
+from ddlio.lazy import lazy_import
+
+np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
 #: Samples are generated in groups of at most this many bytes, each from its own seeded stream, so a sample's
 #: payload can be regenerated on its own (tests) and generation never holds a whole file in memory.
@@ -232,7 +233,7 @@ class ArrayReturningReader(Reader):
     instead of filling the caller's buffer: :meth:`read` keeps it in ``_last``, and :meth:`payload` and
     :meth:`fetch` give it back as is."""
 
-    _last: np.ndarray = np.empty(0, dtype=np.uint8)
+    _last: np.ndarray  # the last sample read (each subclass's __init__ sets an empty one)
 
     def payload(self, i: int, out: np.ndarray) -> np.ndarray:
         self.read(i, out)

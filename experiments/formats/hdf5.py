@@ -22,10 +22,11 @@ import os
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import numpy as np
-
 from ddlio.errors import FormatError
+from ddlio.lazy import lazy_import
 from experiments.formats.base import ArrayReturningReader, FilePayload, Format, FormatConf, Reader, fsync_path
+
+np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
 COMPRESSIONS = ("none", "gzip", "lzf")
 DRIVERS = ("sec2", "stdio", "core")

@@ -24,11 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-import numpy as np
-
 from ddlio.errors import FormatError
+from ddlio.lazy import lazy_import
 from experiments.formats.base import FilePayload, Format, FormatConf, Reader, fsync_path
 from experiments.formats.indexed import IndexedReader, index_path, offsets_of, write_index
+
+np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
 #: key of the comment / text chunk holding the payload's nominal size (bytes)
 NOMINAL_KEY = "ddlio-payload-bytes"

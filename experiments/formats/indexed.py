@@ -13,10 +13,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ddlio.errors import FormatError
+from ddlio.lazy import lazy_import
 from experiments.formats.base import Reader, fsync_path
+
+np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
 
 def index_path(path: str | os.PathLike) -> Path:

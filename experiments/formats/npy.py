@@ -18,14 +18,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from ddlio.errors import FormatError
+from ddlio.lazy import lazy_import
 from experiments.formats.base import FilePayload, FormatConf, Reader, fsync_path
 from experiments.formats.indexed import IndexedReader, index_path, offsets_of, read_index, write_index
 from experiments.formats.whole import ArrayFileFormat, WholeReader, npy_load_bytes
 
-_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
 
 def read_header(path: str | os.PathLike) -> tuple[tuple[int, ...], np.dtype, int]:
@@ -33,7 +32,8 @@ def read_header(path: str | os.PathLike) -> tuple[tuple[int, ...], np.dtype, int
     try:
         with open(path, "rb") as f:
             version = np.lib.format.read_magic(f)
-            read = _HEADER_READERS.get(version)
+            fmt = np.lib.format
+            read = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}.get(version)
             if read is None:
                 raise ValueError(f"unsupported .npy version {version}")
             shape, _, dtype = read(f)

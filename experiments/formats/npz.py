@@ -19,11 +19,12 @@ import zipfile
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from ddlio.errors import FormatError
+from ddlio.lazy import lazy_import
 from experiments.formats.base import FilePayload, FormatConf, Reader, fsync_path, pread_into
 from experiments.formats.whole import ArrayFileFormat, WholeReader, npz_load_bytes
+
+np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # zip local file header, 30 bytes
 _LOCAL_MAGIC = b"PK\x03\x04"

@@ -8,9 +8,10 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
-import numpy as np
-
+from ddlio.lazy import lazy_import
 from experiments.formats.image import NOMINAL_KEY, ImageConf, ImageFormat, _pil
+
+np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
 COMPRESS_LEVEL = 6
 

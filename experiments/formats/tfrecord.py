@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-import numpy as np
-
 from ddlio.errors import FormatError
+from ddlio.lazy import lazy_import
 from experiments.formats.base import FilePayload, Format, FormatConf, Reader, fsync_path, pread_into, sample_labels
+
+np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
 HEADER = 12  # uint64 length + uint32 masked crc
 FOOTER = 4  # uint32 masked crc of the payload

@@ -19,18 +19,15 @@ import zipfile
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-import numpy as np
-
 from ddlio.errors import FormatError
+from ddlio.lazy import lazy_import
 from experiments.formats.base import ArrayReturningReader, Format
+
+np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
 LOADS = ("sample", "whole")
 #: the layouts of NPY and NPZ: samples back to back (with offsets), or an N-d array of samples per file
 ARRAY_FILE_LAYOUTS = ("samples", "array")
-
-#: what a reader holding no file hands back as its last sample (shared, read-only: nothing writes into it)
-_EMPTY = np.empty(0, dtype=np.uint8)
-_EMPTY.flags.writeable = False
 
 
 class ArrayFileFormat(Format):
@@ -126,7 +123,7 @@ class WholeReader(ArrayReturningReader):
         self._record_bytes = record_bytes
         self._load, self._sample = load, sample
         self._array: np.ndarray | None = None
-        self._last = _EMPTY
+        self._last = np.empty(0, dtype=np.uint8)
         self.loads = 0
 
     def record_bytes(self, i: int) -> int:
@@ -150,7 +147,7 @@ class WholeReader(ArrayReturningReader):
     def release(self) -> None:
         # the last sample is a view of the array: dropping the array alone would keep the whole file alive
         self._array = None
-        self._last = _EMPTY
+        self._last = np.empty(0, dtype=np.uint8)
 
     def close(self) -> None:
         self.release()

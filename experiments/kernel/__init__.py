@@ -21,12 +21,27 @@ The set-up and entry (``Kernel``, ``run``, ``main``) are not re-exported here: e
 :mod:`experiments.kernel.compute` today, and the kernel's set-up imports experiments.config.
 """
 
-from experiments.kernel.cachepolicy import COLD_TOLERANCE, flush_path
-from experiments.kernel.guards import guarded_barrier
-from experiments.kernel.lanes import TRACE_COLUMNS, EpochArrays, Lane, busy_ns
-from experiments.kernel.sampling import compute_times, epoch_ids, share_sizes
+from __future__ import annotations
 
-__all__ = [
-    "COLD_TOLERANCE", "TRACE_COLUMNS", "EpochArrays", "Lane", "busy_ns", "compute_times", "epoch_ids", "flush_path",
-    "guarded_barrier", "share_sizes",
-]
+import importlib
+from typing import Any
+
+#: the re-exports, each imported from its module on first use (PEP 562): the driver imports this package for
+#: flush_path, and the read loop's modules (numpy, the C loop) are the ranks' to load
+_EXPORTS = {
+    "COLD_TOLERANCE": "cachepolicy", "flush_path": "cachepolicy", "guarded_barrier": "guards",
+    "TRACE_COLUMNS": "lanes", "EpochArrays": "lanes", "Lane": "lanes", "busy_ns": "lanes",
+    "compute_times": "sampling", "epoch_ids": "sampling", "share_sizes": "sampling",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = sorted(_EXPORTS, key=str.casefold)

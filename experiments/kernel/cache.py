@@ -14,7 +14,9 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-import numpy as np
+from ddlio.lazy import lazy_import
+
+np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
 PAGE = mmap.PAGESIZE
 _WINDOW = 1 << 30  # map at most 1 GiB at a time

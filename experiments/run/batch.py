@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -262,11 +261,3 @@ def repetitions(store: Any, spec: PointSpec, objective: str) -> dict[int, float]
             out[p.repeat] = float(value)
     return out
 
-
-def interval(values: Sequence[float], confidence: float = 0.95, draws: int = 2000) -> tuple[float, float]:
-    """Percentile-bootstrap interval of the mean of ``values`` (seeded: the same values give the same interval)."""
-    v = np.asarray(values, dtype=float)
-    means = np.random.default_rng(0).choice(v, size=(draws, len(v))).mean(axis=1)
-    a = (1 - confidence) / 2
-    lo, hi = np.quantile(means, [a, 1 - a])
-    return float(lo), float(hi)
