@@ -157,7 +157,8 @@ def test_submitit_job_script_from_hostile_values_runs_nothing(tmp_path):
     p = subprocess.run(["bash", str(path)], cwd=tmp_path, capture_output=True, text=True, timeout=60,
                        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)})
     assert p.returncode == 0, p.stderr
-    assert argv.read_text().splitlines() == ["-u", "-m", "submitit.core._submit", str(folder)]  # intact
+    assert argv.read_text().splitlines() == ["-u", "-m", "experiments.executors.entry",  # intact
+                                             "-u", "-m", "submitit.core._submit", str(folder)]
     assert not mark.exists(), "a value ran as a command"
 
 

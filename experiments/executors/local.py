@@ -16,6 +16,7 @@ from ddlio.runpaths import RunPaths, local_measurement_lock
 from ddlio.signals import interrupt_name
 from experiments.config import PointSpec
 from experiments.executors.base import Harvest, Harvested, Host, Pending, Submitted
+from experiments.executors.entry import job_python
 
 #: how often the driver looks whether a local job is done (seconds)
 LOCAL_POLL_S = 0.05
@@ -112,7 +113,7 @@ class LocalExecutor:
         rd = host.prepare(spec)
         folder = RunPaths(rd).job_folder
         # the point keeps its own time limit (run_point); submitit's, a little later, is only a backstop
-        executor = submitit.LocalExecutor(folder=folder, max_num_timeout=0)
+        executor = submitit.LocalExecutor(folder=folder, max_num_timeout=0, python=job_python())
         executor.update_parameters(timeout_min=float(spec.cluster.timeout_min) + LOCAL_BACKSTOP_MIN)
         t0 = time.perf_counter()
         folder.mkdir(parents=True, exist_ok=True)

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import math
 import subprocess
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ddlio.shell import quote
 from experiments.config import SlurmCluster
+from experiments.executors.entry import job_python
 
 
 def site_options(cluster: Any) -> dict[str, Any]:
@@ -63,7 +62,7 @@ def make_executor(specs: list[Any], folder: Path, per_task: int = 1) -> Any:
     """A submitit SlurmExecutor for points that share resources (``per_task`` of them in each array task)."""
     import submitit  # lazy: submitit takes ~0.3 s to import; --help and dry runs stay fast
 
-    ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=quote(sys.executable))
+    ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=job_python())
     ex.update_parameters(**executor_parameters(specs[0], per_task))
     return ex
 

@@ -12,6 +12,7 @@ from typing import Any
 from ddlio.env import PROJECT_DIR
 from ddlio.runpaths import RunPaths
 from ddlio.shell import export_line, quote, sbatch_flag
+from experiments.executors.entry import job_python
 from experiments.executors.slurm.executor import executor_parameters
 
 TEMPLATES = PROJECT_DIR / "slurm_templates"
@@ -25,7 +26,7 @@ def job_script(specs: list[Any], folder: Path, python: str = sys.executable) -> 
 
     params = executor_parameters(specs[0])
     params["map_count"] = len(specs) if len(specs) > 1 else None
-    command = " ".join([quote(python), "-u -m submitit.core._submit", quote(str(folder))])
+    command = " ".join([job_python(python), "-u -m submitit.core._submit", quote(str(folder))])
     return _make_sbatch_string(command=command, folder=str(folder), **params)
 
 
