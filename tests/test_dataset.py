@@ -80,11 +80,46 @@ def test_generation_failure_is_reported_with_what_the_ranks_said(tmp_path):
     gen = mpi_generation(spec, tmp_path)
 
     def broken(plan_path: str, ranks: int) -> None:
-        os.unlink(os.path.join(plan.directory, "sizes.npy"))
+        with open(plan_path, "w") as f:
+            f.write("{not a plan")
         gen(plan_path, ranks)
 
-    with pytest.raises(LaunchError, match=r"(?s)generate step failed.*FileNotFoundError.*sizes.npy"):
+    with pytest.raises(LaunchError, match=r"(?s)generate step failed.*JSONDecodeError"):
         ensure_dataset(plan, Layout(), broken, 1)
+    assert load_manifest(plan) is None
+
+
+def test_a_file_the_generation_finds_wrong_fails_the_point_in_the_job(tmp_path, monkeypatch):
+    """The generation checks the files it wrote (experiments/dataset/verify.py); what it finds wrong reaches the
+    job as a DatasetError naming the file, and no manifest is written."""
+    from ddlio.errors import DatasetError
+    from experiments.dataset import generate_here
+    from experiments.formats.bin import Bin
+
+    spec = point(tmp_path, "format=bin")
+    plan = DatasetPlan.from_point(spec)
+    # a stand-in for a writer gone wrong: the plan now expects one byte more per record than the files hold
+    monkeypatch.setattr(Bin, "expected_record_bytes", lambda self, sizes: sizes + 1)
+    with pytest.raises(DatasetError, match=r"part-00000\.bin: holds \d+ samples / \d+ bytes, planned"):
+        ensure_dataset(plan, Layout(), lambda plan_path, ranks: generate_here(plan_path), 1)
+    assert load_manifest(plan) is None
+    with open(os.path.join(plan.directory, "verified.json")) as f:
+        assert "error" in json.load(f)
+
+
+def test_a_generation_that_left_no_verification_fails_the_point(tmp_path):
+    from ddlio.errors import DatasetError
+    from experiments.dataset import generate_here
+
+    spec = point(tmp_path, "format=bin")
+    plan = DatasetPlan.from_point(spec)
+
+    def forgetful(plan_path: str, ranks: int) -> None:  # an older generation program: files, no verification
+        generate_here(plan_path)
+        os.unlink(os.path.join(plan.directory, "verified.json"))
+
+    with pytest.raises(DatasetError, match="generation left no verification"):
+        ensure_dataset(plan, Layout(), forgetful, 1)
     assert load_manifest(plan) is None
 
 

@@ -9,6 +9,7 @@ import json
 import os
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from experiments.dataset import (
     environment,
     generate_here,
     load_manifest,
+    verify_dataset,
     write_behind,
 )
 from experiments.formats import FilePayload, get_format
@@ -163,6 +165,11 @@ def test_one_rank_in_process_and_two_mpi_ranks_write_what_one_mpi_rank_writes(tm
         info = ensure_dataset(plan, Layout(), gen, ranks)
         assert info.generated and info.manifest["generation_ranks"] == ranks
         assert (run_dir / "generate.out").exists() == (how != "here")  # no MPI step in the job's process
+        # the ranks' own checks (experiments/dataset/verify.py) find what one check of every file finds
+        entries, records = verify_dataset(plan, plan.sizes())
+        assert info.manifest["files"] == [{k: v for k, v in e.items() if k != "file"} for e in entries]
+        assert np.array_equal(np.load(os.path.join(plan.directory, "records.npy")), records)
+        assert info.manifest["record_bytes"] == int(records.sum()) > 0
         contents.append(file_contents(plan))
         os.unlink(os.path.join(plan.directory, "manifest.json"))  # the next round rebuilds it
     assert len(contents[0]) >= 2 and contents[0] == contents[1] == contents[2]
@@ -176,10 +183,10 @@ def test_a_one_rank_generation_failure_reads_as_the_step_s(tmp_path):
     gen = generation_runner(spec, tmp_path)
 
     def broken(plan_path: str, ranks: int) -> None:
-        os.unlink(os.path.join(plan.directory, "sizes.npy"))
+        Path(plan_path).write_text("{not a plan")
         gen(plan_path, ranks)
 
-    with pytest.raises(LaunchError, match=r"(?s)^generate step failed: FileNotFoundError.*sizes.npy"):
+    with pytest.raises(LaunchError, match=r"(?s)^generate step failed: JSONDecodeError"):
         ensure_dataset(plan, Layout(), broken, 1)
     assert load_manifest(plan) is None
 

@@ -17,8 +17,6 @@ from experiments.dataset.ensure import (
     ensure_dataset,
     invalidate_dataset,
     load_manifest,
-    verify_dataset,
-    whole_loads,
     write_json_atomic,
 )
 from experiments.dataset.generate import (
@@ -31,10 +29,12 @@ from experiments.dataset.generate import (
 )
 from experiments.dataset.lock import dataset_lock, exclusive
 from experiments.dataset.plan import LOADS, MANIFEST, RECORDS, SIZES, DatasetPlan, even_split, sample_sizes
+from experiments.dataset.verify import VERIFIED, read_verification, verify_dataset, whole_loads
 
 __all__ = [
-    "LOADS", "MANIFEST", "RECORDS", "SIZES", "WRITE_BEHIND_S", "DatasetInfo", "DatasetPlan", "_mpi_main",
+    "LOADS", "MANIFEST", "RECORDS", "SIZES", "VERIFIED", "WRITE_BEHIND_S", "DatasetInfo", "DatasetPlan", "_mpi_main",
     "data_files", "dataset_lock", "ensure_dataset", "environment", "even_split", "exclusive", "generate_files",
-    "generate_here", "invalidate_dataset", "load_manifest", "sample_sizes", "verify_dataset", "whole_loads",
+    "generate_here", "invalidate_dataset", "load_manifest", "read_verification", "sample_sizes", "verify_dataset",
+    "whole_loads",
     "write_behind", "write_json_atomic",
 ]

@@ -21,6 +21,7 @@ from ddlio.errors import DatasetError
 from ddlio.lazy import lazy_import
 from experiments.dataset.lock import dataset_lock
 from experiments.dataset.plan import LOADS, MANIFEST, RECORDS, SIZES, DatasetPlan
+from experiments.dataset.verify import read_verification, whole_loads
 from experiments.formats import get_format
 from lustre import Layout, apply_layout, read_layout
 
@@ -71,41 +72,6 @@ def invalidate_dataset(plan: DatasetPlan, reason: str) -> str:
         os.replace(d / MANIFEST, dest)
         (d / f"invalid-{stamp}.txt").write_text(reason)
     return dest.name
-
-
-def whole_loads(plan: DatasetPlan) -> np.ndarray | None:
-    """Bytes one whole load of each file reads (int64 per file, from each file's structure: no data is read), or
-    None for a format that cannot load files whole."""
-    fmt = get_format(plan.format, **plan.format_options)
-    loads = [fmt.whole_load_bytes(plan.file_path(f)) for f in range(plan.num_files)]
-    return None if any(n is None for n in loads) else np.array(loads, dtype=np.int64)
-
-
-def verify_dataset(plan: DatasetPlan, sizes: np.ndarray) -> tuple[list[dict[str, Any]], np.ndarray]:
-    """Open every file and check its sample count (and, where the format can predict them, its record sizes)
-    against the plan. Returns the files' manifest entries and the bytes per record of every sample."""
-    fmt = get_format(plan.format, **plan.format_options)
-    starts = plan.file_starts
-    entries = []
-    records = np.zeros(plan.samples, dtype=np.int64)
-    for f in range(plan.num_files):
-        path = plan.file_path(f)
-        if not os.path.isfile(path):
-            raise DatasetError(f"generation left no file {path}")
-        n_want = int(starts[f + 1] - starts[f])
-        with fmt.open(path) as r:
-            got = np.array([r.record_bytes(i) for i in range(r.num_samples)], dtype=np.int64)
-        want = fmt.expected_record_bytes(sizes[starts[f] : starts[f + 1]])
-        if len(got) != n_want or (want is not None and not np.array_equal(got, want)) or np.any(got <= 0):
-            raise DatasetError(
-                f"{path}: holds {len(got)} samples / {int(got.sum())} bytes, planned {n_want}"
-                + (f" / {int(want.sum())}" if want is not None else "")
-            )
-        records[starts[f] : starts[f + 1]] = got
-        entries.append({"name": plan.file_name(f), "bytes": os.path.getsize(path), "samples": len(got)})
-        for side in fmt.sidecars(path):
-            entries.append({"name": side.name, "bytes": side.stat().st_size, "samples": 0})
-    return entries, records
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any, durable: bool = True) -> None:
@@ -166,24 +132,19 @@ def _build(plan: DatasetPlan, layout: Layout, run_generation: Callable[[str, int
     if d.exists():
         shutil.rmtree(d)  # incomplete or damaged: never read, rebuilt
     record = apply_layout(d, layout)
-    sizes = plan.sizes()
-    np.save(d / SIZES, sizes)
     plan_path = d / "plan.json"
     write_json_atomic(plan_path, plan.to_dict())
     gen_ranks = max(1, min(ranks, plan.num_files))
-    run_generation(str(plan_path), gen_ranks)
-    entries, records = verify_dataset(plan, sizes)
-    np.save(d / RECORDS, records)
-    loads = whole_loads(plan)
-    if loads is not None:
-        np.save(d / LOADS, loads)
+    run_generation(str(plan_path), gen_ranks)  # it draws the sizes, writes the files and checks them
+    found = read_verification(plan)
+    entries = found["entries"]
     record = read_layout(record, [d / e["name"] for e in entries if e["samples"]][:8])
     manifest = {
         "key": plan.key,
         "plan": plan.to_dict(),
         "files": entries,
-        "payload_bytes": int(sizes.sum()),
-        "record_bytes": int(records.sum()),
+        "payload_bytes": found["payload_bytes"],
+        "record_bytes": found["record_bytes"],
         "disk_bytes": sum(e["bytes"] for e in entries),
         "layout": record.to_dict(),
         "generated_on": socket.gethostname(),
