@@ -159,8 +159,11 @@ def test_task_equals_hydra_across_one_sweep(loader_and_master):
         assert list(got) == list(want), overrides
         assert got == want, overrides
     assert composer.work  # the cache was used
-    for groups, work in composer.work.items():
-        base = OmegaConf.to_container(composer.base[groups], resolve=False)
+    assert ("<master>",) in composer.work  # points with the master's group choices start from it
+    assert () not in composer.base  # ... and Hydra never composed them again
+    for key, work in composer.work.items():
+        base = OmegaConf.to_container(composer.master if key[-1:] == ("<master>",) else composer.base[key],
+                                      resolve=False)
         del base["hydra"]
         assert _flat(work) == _flat(OmegaConf.create(base)) and list(_flat(work)) == list(_flat(OmegaConf.create(base)))
 
@@ -177,6 +180,40 @@ def test_task_gives_a_copy(loader_and_master):
     assert composer.task(["repeat=2"]) == {**first, "repeat": 2, "workload": composer.task(["repeat=3"])["workload"],
                                             "format": composer.task(["repeat=3"])["format"]}
     assert composer.task(["repeat=2"])["workload"]["samples"] != -1
+
+
+@pytest.mark.parametrize(("command", "points", "from_master"), [
+    # a run of one point: its overrides are the command line's
+    (["format=npz", "ppn=2", "workload.sample_shape=[8,8]", "db='sqlite:///x y.db'"],
+     [["format=npz", "ppn=2", "workload.sample_shape=[8,8]", "db='sqlite:///x y.db'"]], [True]),
+    # a grid over values: every point repeats the command line's own overrides
+    (["format=hdf5", "ppn=2", "stripe=1,4"],
+     [["format=hdf5", "ppn=2", "stripe=1"], ["format=hdf5", "ppn=2", "stripe=4"], ["format=hdf5", "stripe=4"],
+      ["format=npz", "ppn=2", "stripe=4"]], [True, True, False, False]),
+    # a grid over a group: no point has the master's group choices
+    (["format=hdf5,npz", "ppn=2"], [["format=hdf5", "ppn=2"], ["format=npz", "ppn=2"]], [False, False]),
+    # an override that cannot be applied twice: the master serves no point
+    (["+cluster.env.A=1", "ppn=2"], [["+cluster.env.A=1", "ppn=2"]], [False]),
+])
+def test_the_masters_composition_serves_the_points_with_its_group_choices(loader_and_master, command, points,
+                                                                         from_master):
+    """A point that has the command line's group choices and repeats all its value overrides is read off a copy of
+    the sweep's own composition (no composition of its own), equal to Hydra's, key by key and in Hydra's order."""
+    from hydra.types import RunMode
+
+    from hydra_plugins.ddlio_launcher.compose import FastComposer
+
+    loader, _ = loader_and_master
+    master = loader.load_configuration(config_name="config", overrides=list(command), run_mode=RunMode.MULTIRUN)
+    composer = FastComposer(loader, master)
+    for overrides in points * 2:  # the second pass reads the working copies
+        want = _task_dict_of(loader.load_sweep_config(master, list(overrides)))
+        got = composer.task(overrides)
+        assert got is not None and list(got) == list(want) and got == want, overrides
+    assert any(k[-1:] == ("<master>",) for k in composer.work) == any(from_master)
+    # Hydra composed only the group choices of the points the master did not serve
+    own = {tuple(o for o in pt if o.startswith("format=")) for pt, m in zip(points, from_master, strict=True) if not m}
+    assert composer.full == len(own)
 
 
 @pytest.mark.parametrize("line", ["repeat=5", "repeat=0", "+a.b=-3", "++x=12", "repeat=007", "repeat=1_000",
