@@ -13,6 +13,7 @@ any Hydra sweeper drives it: the grid by default, ``hydra/sweeper=optuna`` for a
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import tempfile
@@ -145,4 +146,9 @@ def run() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    code = run()
+    # the sweep is over, its store closed and its outputs written: Python's teardown need not search the ~1M
+    # objects of Hydra, OmegaConf and SQLAlchemy for reference cycles before the OS frees them all (~0.1 s); exit
+    # handlers, thread joins, the flush of stdout and stderr and every reference-counted finalizer still run
+    gc.freeze()
+    sys.exit(code)

@@ -35,6 +35,11 @@ class StoreReader:
         self.url: URL = _parse(db)
         self.engine: Engine = _engine(self.url, read_only=True)
 
+    def close(self) -> None:
+        """Close the store's connections (a server sees them end now, not when the process does); a later call
+        opens new ones."""
+        self.engine.dispose()
+
     @property
     def store_id(self) -> str:
         """A short id of this store (see :func:`store_id`): its run folders live under ``data_root/runs/<id>/``."""

@@ -18,8 +18,9 @@ from experiments.config import PointSpec
 from experiments.executors.base import Harvest, Harvested, Host, Pending, Submitted
 from experiments.executors.entry import job_python
 
-#: how often the driver looks whether a local job is done (seconds)
-LOCAL_POLL_S = 0.05
+#: how often the driver looks whether a local job has left its record or is done (seconds; a look is two stat
+#: calls and a waitpid)
+LOCAL_POLL_S = 0.02
 #: how often the driver looks into the run folder of a re-attached local job (seconds)
 FILE_POLL_S = 0.5
 #: submitit's own time limit for a local job comes this much after the point's (minutes): a backstop only
@@ -123,10 +124,16 @@ class LocalExecutor:
         host.report.submitted += 1
         record: Record
         try:
-            while not job.done():  # submitit's own wait polls once a second; a local job is cheap to poll
+            # the job's own record, written before it returns (prepare_run_dir archived any earlier one): the point
+            # is done then, without waiting for submitit's pickle and for the job and its controller to exit
+            # (~0.1 s); submitit's result covers a job that died without writing one
+            record = read_record(rd)
+            while record is None and not job.done():  # submitit's own wait polls once a second
                 host.heartbeat()
                 time.sleep(LOCAL_POLL_S)
-            record = job.result()
+                record = read_record(rd)
+            if record is None:
+                record = read_record(rd) or job.result()
         except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: stop the job, store what it says of itself, then stop
             host.finish(spec, _interrupted(job, spec, rd, interrupt_name(e)), time.perf_counter() - t0)
             raise

@@ -247,7 +247,7 @@ class Kernel:
         if not self.fmt.loads_whole:
             return int(self.record[ids].sum()) if tf_out is None else tf_out["planned"]
         loads = [fl for lane in self.lanes for fl in lane.whole_loads()]
-        if not {f for f, n in loads if n} >= set(np.unique(ep.fo).tolist()):
+        if not {f for f, n in loads if n} >= set(ep.fo):  # ep.fo: a list of ints
             raise KernelError(f"epoch {epoch}: a file read from was never loaded whole: the count is not "
                               "trustworthy")
         return int(sum(int(self.loads[f]) * n for f, n in loads))

@@ -169,39 +169,42 @@ def run_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], cwd: s
         return [Outcome(s, "planned") for s in batch.specs]
 
     store = open_store_for_writing(db)
-    fresh = [s for s in specs if s.point_key not in tried]
-    earlier: dict[str, tuple[str, str]] = {}
-    if fresh:
-        force = any(s.force for s in fresh)
-        if not force and not driver.get("remeasure_earlier"):
-            earlier = measured_earlier(store, fresh)
-        measure = [s for s in fresh if s.point_key not in earlier]
-        done = set() if force else {s.point_key for s in measure if store.is_done(s.point_key)}
-        points = [dict(s.to_dict(), point_key=earlier[s.point_key][0]) if s.point_key in earlier else s.to_dict()
-                  for s in fresh]  # a point skipped as measured earlier is that stored point
-        store.begin_sweep(new_sweep_id(), sys.argv, points, done | {k for k, _ in earlier.values()})
-        echo(f"ddlio: {len(fresh)} point{'s' if len(fresh) != 1 else ''} -> {mask(db)}")
-        tried.update(s.point_key for s in fresh)
-        if earlier:
-            say_earlier(earlier, len(fresh), echo)
-        report = launch(measure, store, force=force, wait=bool(driver.get("wait", True)),
-                        retry_failed=bool(driver.get("retry_failed", True)), echo=echo)
-        store.end_sweep(report.completed, report.failed)
-        if report.failed_points:
-            print(f"{len(report.failed_points)} point(s) failed; their errors are in the store "
-                  "(python -m analysis summary). A rerun retries them.", file=sys.stderr)
-    if len(fresh) < len(specs):
-        echo(f"{len(specs) - len(fresh)} point(s) already tried in this run: answered from the store")
-    key_of = {s.point_key: earlier.get(s.point_key, (s.point_key, ""))[0] for s in specs}
-    stored = stored_totals(store, set(key_of.values()), set(objectives))
-    out = []
-    for s, objective in zip(batch.specs, objectives, strict=True):
-        status, totals = stored.get(key_of.get(s.point_key, s.point_key), ("", {}))
-        if status == "completed" and totals.get(objective) is not None:
-            out.append(Outcome(s, "completed", float(totals[objective]), db=db))
-        else:
-            out.append(Outcome(s, "failed" if status == "failed" else "pending", db=db))
-    return out
+    try:
+        fresh = [s for s in specs if s.point_key not in tried]
+        earlier: dict[str, tuple[str, str]] = {}
+        if fresh:
+            force = any(s.force for s in fresh)
+            if not force and not driver.get("remeasure_earlier"):
+                earlier = measured_earlier(store, fresh)
+            measure = [s for s in fresh if s.point_key not in earlier]
+            done = set() if force else {s.point_key for s in measure if store.is_done(s.point_key)}
+            points = [dict(s.to_dict(), point_key=earlier[s.point_key][0]) if s.point_key in earlier else s.to_dict()
+                      for s in fresh]  # a point skipped as measured earlier is that stored point
+            store.begin_sweep(new_sweep_id(), sys.argv, points, done | {k for k, _ in earlier.values()})
+            echo(f"ddlio: {len(fresh)} point{'s' if len(fresh) != 1 else ''} -> {mask(db)}")
+            tried.update(s.point_key for s in fresh)
+            if earlier:
+                say_earlier(earlier, len(fresh), echo)
+            report = launch(measure, store, force=force, wait=bool(driver.get("wait", True)),
+                            retry_failed=bool(driver.get("retry_failed", True)), echo=echo)
+            store.end_sweep(report.completed, report.failed)
+            if report.failed_points:
+                print(f"{len(report.failed_points)} point(s) failed; their errors are in the store "
+                      "(python -m analysis summary). A rerun retries them.", file=sys.stderr)
+        if len(fresh) < len(specs):
+            echo(f"{len(specs) - len(fresh)} point(s) already tried in this run: answered from the store")
+        key_of = {s.point_key: earlier.get(s.point_key, (s.point_key, ""))[0] for s in specs}
+        stored = stored_totals(store, set(key_of.values()), set(objectives))
+        out = []
+        for s, objective in zip(batch.specs, objectives, strict=True):
+            status, totals = stored.get(key_of.get(s.point_key, s.point_key), ("", {}))
+            if status == "completed" and totals.get(objective) is not None:
+                out.append(Outcome(s, "completed", float(totals[objective]), db=db))
+            else:
+                out.append(Outcome(s, "failed" if status == "failed" else "pending", db=db))
+        return out
+    finally:
+        store.close()
 
 
 def measured_earlier(store: Any, specs: Sequence[PointSpec]) -> dict[str, tuple[str, str]]:

@@ -145,7 +145,7 @@ def run_point(point: dict[str, Any], run_dir: str) -> Record:
         point=point,
         run_dir=str(rd),
         job_state="COMPLETED",
-        env=envinfo.collect(),
+        env=envinfo.collect(hdf5=point.get("format") == "hdf5"),  # the HDF5 library's with HDF5 points
         fs=fs_info(plan.directory).to_dict(),
         layout=point_layout(manifest["layout"], spec_request(point)),
         dataset={
