@@ -11,7 +11,8 @@ page cache left as it is (DLIO evicts nothing; ddlio runs with ``workload.cache=
   torchvision and torchaudio, are left out: no module of this workload's path imports them), started by Open MPI's
   ``mpirun -np 2`` (Debian's openmpi-bin, the MPI its mpi4py loads).
 - ddlio runs as a user does: ``python sweep.py format=npz ... ppn=2`` (Hydra, the launcher, submitit's local
-  executor, ``mpiexec`` from the mpich wheel, the SQLite store), into a fresh data root and store each run.
+  executor, ``mpiexec`` from the mpich wheel, the SQLite store), into a fresh data root and store each run, its
+  packages byte-compiled first as pip compiles DLIO's (:func:`compile_ddlio`).
 
 Measured for each whole command: wall time; peak memory, as the peak over time of the summed proportional set
 size (PSS: a page shared by k processes counts 1/k) of every process of the command, sampled every 20 ms from
@@ -19,6 +20,12 @@ size (PSS: a page shared by k processes counts 1/k) of every process of the comm
 command then runs in a cgroup of its own) the cgroup's ``max_usage_in_bytes``, page cache included, beside it;
 bytes read from and written to the dataset's files, from one extra run of each under ``strace -f`` (untimed; the
 dataset's files only, python's own imports not counted). The runs alternate, ``--repeat`` times each; medians.
+
+Beside them, the floor of ddlio's process structure, measured the same way in the same run (``floor``): the five
+Python processes a local point runs — the driver (importing Hydra, OmegaConf, SQLAlchemy's ORM, submitit),
+submitit's controller, the job process (submitit's entry, cloudpickle) and two MPI ranks (numpy, mpi4py) — each
+importing only its libraries, nested as ddlio nests them, the ranks waiting 3 s. What ddlio weighs above it is its
+own; what the floor weighs is the price of those components.
 
     python bench/vs_dlio.py                           # 3 runs of each + 1 strace run of each
     python bench/vs_dlio.py --repeat 5 --dlio-venv /scratch/dlio-venv --data /scratch/bench
@@ -129,6 +136,35 @@ def ddlio_command(wl: Workload, run_dir: Path) -> list[str]:
             f"workload.batch_size={wl.batch}", f"workload.epochs={wl.epochs}",
             f"workload.compute_time={wl.compute_s}", "workload.cache=warm",
             f"data_root={run_dir / 'data'}", f"db={run_dir / 'r.db'}"]
+
+
+#: the floor's processes, outermost first: each imports its libraries, then runs the next and waits for it
+FLOOR_RANK = "import numpy, time; from mpi4py import MPI; MPI.COMM_WORLD.Barrier(); time.sleep(3)"
+FLOOR_JOB = ("import subprocess, sys; sys.modules['numpy'] = None; import submitit.core.submission, cloudpickle; "
+             "del sys.modules['numpy']; sys.exit(subprocess.call(sys.argv[1:]))")
+FLOOR_CONTROLLER = "import subprocess, sys, submitit.local.local; sys.exit(subprocess.call(sys.argv[1:]))"
+FLOOR_DRIVER = ("import subprocess, sys, hydra, omegaconf, sqlalchemy.orm, submitit; "
+                "sys.exit(subprocess.call(sys.argv[1:]))")
+
+
+def floor_command(wl: Workload) -> list[str]:
+    """The floor of ddlio's local process structure (see the module's docstring): driver > controller > job >
+    ``mpiexec -n RANKS`` ranks, each importing only the libraries ddlio's process of that place imports."""
+    py = sys.executable
+    mpiexec = shutil.which("mpiexec", path=str(Path(py).parent)) or shutil.which("mpiexec") or "mpiexec"
+    return [py, "-c", FLOOR_DRIVER, py, "-c", FLOOR_CONTROLLER, py, "-c", FLOOR_JOB,
+            mpiexec, "-n", str(wl.ranks), py, "-c", FLOOR_RANK]
+
+
+def compile_ddlio() -> None:
+    """Byte-compile ddlio's packages, as pip compiles an installed package (DLIO's, in its venv): neither tool then
+    compiles its sources inside the timed runs. An editable install is compiled by its first run, except under
+    ``PYTHONDONTWRITEBYTECODE`` (set on this VM), where every process of every run would compile ddlio's sources
+    again (0.3-0.5 s a run here)."""
+    import compileall
+
+    for package in ("ddlio", "experiments", "lustre", "hydra_plugins"):
+        compileall.compile_dir(str(ROOT / package), quiet=1)
 
 
 def ensure_dlio_venv(venv: Path) -> None:
@@ -385,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("error: strace not found: apt-get install strace (or --no-strace)")
     venv = Path(args.dlio_venv).expanduser()
     ensure_dlio_venv(venv)
+    compile_ddlio()
 
     scratch = Path(args.data) if args.data else Path(tempfile.mkdtemp(prefix="vs-dlio-"))
     scratch.mkdir(parents=True, exist_ok=True)
@@ -396,13 +433,15 @@ def main(argv: list[str] | None = None) -> int:
     def command(tool: str, run_dir: Path) -> tuple[list[str], dict[str, str]]:
         if tool == "dlio":
             return dlio_command(venv, args.mpirun, wl, run_dir), env_dlio
+        if tool == "floor":
+            return floor_command(wl), env_ddlio
         return ddlio_command(wl, run_dir), env_ddlio
 
-    runs: dict[str, list[Run]] = {"dlio": [], "ddlio": []}
+    runs: dict[str, list[Run]] = {"dlio": [], "ddlio": [], "floor": []}
     dlio_info: dict[str, Any] = {}
     try:
         for i in range(args.repeat):
-            order = ("dlio", "ddlio") if i % 2 == 0 else ("ddlio", "dlio")
+            order = ("dlio", "ddlio", "floor") if i % 2 == 0 else ("floor", "ddlio", "dlio")
             for tool in order:
                 run_dir = (scratch / f"{tool}-{i}").resolve()
                 run_dir.mkdir(parents=True)
@@ -462,6 +501,11 @@ def report(wl: Workload, runs: dict[str, list[Run]], io: dict[str, IoTotals], dl
         print(f"{label:{width}s}  {d:12.1f}  {m:10.1f}  {ratio:>10s}")
     print(f"(the samples' own bytes: {wl.files} x {wl.sample_size // 1024} KiB x {wl.epochs} epochs = "
           f"{expected / MIB:.1f} MiB; the rest is each file's npz/npy headers)")
+    if runs.get("floor"):
+        d, m = median([r.peak_pss for r in runs["dlio"]]), median([r.peak_pss for r in runs["ddlio"]])
+        f = median([r.peak_pss for r in runs["floor"]])
+        print(f"floor of ddlio's process structure (its five Python processes, libraries only): {f / MIB:.1f} MiB "
+              f"PSS = {f / d:.3f} of DLIO's; ddlio above it: {(m - f) / MIB:+.1f} MiB")
     wall = float(rows[0][3])
     mem = float(rows[1][3])
     same = "-"

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -76,3 +80,26 @@ def test_the_two_commands_name_the_same_workload(vs: object, tmp_path: Path) -> 
 def test_bad_size_is_one_message(vs: object) -> None:
     with pytest.raises(SystemExit, match="not a square"):
         _ = vs.Workload(sample_size=1000).side
+
+
+def test_the_floor_runs_ddlios_process_structure_with_libraries_only(vs: object, tmp_path: Path) -> None:
+    """The floor, run and sampled as the bench does: its five Python processes are all alive at the peak, the
+    ranks with numpy, the job process without it (as experiments.executors.entry starts it)."""
+    cmd = vs.floor_command(vs.Workload())
+    seen: dict[int, str] = {}
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        for pid in vs.descendants(proc.pid):
+            with contextlib.suppress(OSError):  # gone meanwhile
+                seen[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        time.sleep(0.05)
+    out = proc.communicate(timeout=60)[0].decode(errors="replace")
+    assert proc.returncode == 0, out
+    lines = list(seen.values())
+    assert sum("sqlalchemy.orm" in c for c in lines) == 1  # the driver
+    assert sum("submitit.local.local" in c and "sqlalchemy" not in c for c in lines) == 1  # the controller
+    assert sum("submitit.core.submission" in c and "submitit.local" not in c for c in lines) == 1  # the job
+    ranks = [c for c in lines if c.startswith(sys.executable) and "mpi4py" in c and "submitit" not in c]
+    assert len(ranks) == 2, lines
