@@ -14,12 +14,14 @@ page cache left as it is (DLIO evicts nothing; ddlio runs with ``workload.cache=
   executor, ``mpiexec`` from the mpich wheel, the SQLite store), into a fresh data root and store each run, its
   packages byte-compiled first as pip compiles DLIO's (:func:`compile_ddlio`).
 
-Measured for each whole command: wall time; peak memory, as the peak over time of the summed proportional set
-size (PSS: a page shared by k processes counts 1/k) of every process of the command, sampled every 20 ms from
-``/proc/<pid>/smaps_rollup``, with the summed RSS and (where the cgroup v1 memory controller is mounted, the
-command then runs in a cgroup of its own) the cgroup's ``max_usage_in_bytes``, page cache included, beside it;
-bytes read from and written to the dataset's files, from one extra run of each under ``strace -f`` (untimed; the
-dataset's files only, python's own imports not counted). The runs alternate, ``--repeat`` times each; medians.
+Measured for each whole command: wall time, from a run with nothing watching it; peak memory, from a second run,
+as the peak over time of the summed proportional set size (PSS: a page shared by k processes counts 1/k) of every
+process of the command, sampled every 20 ms from ``/proc/<pid>/smaps_rollup``, with the summed RSS and (where the
+cgroup v1 memory controller is mounted, the command then runs in a cgroup of its own) the cgroup's
+``max_usage_in_bytes``, page cache included, beside it (the sampling costs DLIO's processes, thousands of mappings
+each, ~20% of their time here: a sampled run's wall time is printed, never compared); bytes read from and written
+to the dataset's files, from one extra run of each under ``strace -f`` (untimed; the dataset's files only,
+python's own imports not counted). The runs alternate, ``--repeat`` times each; medians.
 
 Beside them, the floor of ddlio's process structure, measured the same way in the same run (``floor``): the five
 Python processes a local point runs — the driver (importing Hydra, OmegaConf, SQLAlchemy's ORM, submitit),
@@ -275,9 +277,24 @@ class Cgroup:
                     time.sleep(0.1)
 
 
+def timed(tool: str, cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float) -> tuple[float, int, str]:
+    """Run ``cmd`` once with nothing watching it: (wall seconds, exit status, its output)."""
+    log = cwd / f"{tool}-timed.log"
+    with open(log, "w") as out:
+        t0 = time.perf_counter()
+        try:
+            rc = subprocess.run(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                timeout=timeout_s).returncode
+        except subprocess.TimeoutExpired:
+            rc = -9
+        wall = time.perf_counter() - t0
+    return wall, rc, log.read_text(errors="replace")
+
+
 def measure(tool: str, cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float) -> Run:
-    """Run ``cmd`` once: wall seconds of the whole command, peak summed PSS and RSS of its processes (bytes),
-    the peak of its cgroup (bytes, page cache included) where there is one."""
+    """Run ``cmd`` once, sampled: wall seconds of the whole command (sampled: see the module's docstring), peak
+    summed PSS and RSS of its processes (bytes), the peak of its cgroup (bytes, page cache included) where there
+    is one."""
     group = Cgroup(f"ddlio-vs-dlio-{os.getpid()}-{tool}-{time.monotonic_ns()}")
     log = cwd / f"{tool}.log"
     peak_rss = peak_pss = 0
@@ -444,17 +461,23 @@ def main(argv: list[str] | None = None) -> int:
             order = ("dlio", "ddlio", "floor") if i % 2 == 0 else ("floor", "ddlio", "dlio")
             for tool in order:
                 run_dir = (scratch / f"{tool}-{i}").resolve()
-                run_dir.mkdir(parents=True)
-                cmd, env = command(tool, run_dir)
-                r = measure(tool, cmd, run_dir, env, args.timeout)
-                if r.rc != 0:
-                    tail = "\n".join(r.log.strip().splitlines()[-15:])
-                    raise SystemExit(f"error: {tool} exited {r.rc} (log {run_dir / (tool + '.log')}):\n{tail}")
+                (run_dir / "timed").mkdir(parents=True)
+                (run_dir / "sampled").mkdir()
+                cmd, env = command(tool, run_dir / "timed")
+                wall, rc, log = timed(tool, cmd, run_dir / "timed", env, args.timeout)
+                if rc == 0:
+                    cmd, env = command(tool, run_dir / "sampled")
+                    r = measure(tool, cmd, run_dir / "sampled", env, args.timeout)
+                    rc, log = r.rc, r.log
+                if rc != 0:
+                    tail = "\n".join(log.strip().splitlines()[-15:])
+                    raise SystemExit(f"error: {tool} exited {rc} (logs in {run_dir}):\n{tail}")
                 if tool == "dlio":
                     dlio_info = parse_dlio_log(r.log)
+                sampled_wall, r.wall_s = r.wall_s, wall
                 runs[tool].append(r)
-                print(f"  run {i + 1}/{args.repeat} {tool:5s}: {r.wall_s:6.1f} s, peak PSS {fmt_mib(r.peak_pss)}, "
-                      f"RSS {fmt_mib(r.peak_rss)}, cgroup {fmt_mib(r.cgroup_peak)}", flush=True)
+                print(f"  run {i + 1}/{args.repeat} {tool:5s}: {wall:6.1f} s ({sampled_wall:.1f} s sampled), peak PSS "
+                      f"{fmt_mib(r.peak_pss)}, RSS {fmt_mib(r.peak_rss)}, cgroup {fmt_mib(r.cgroup_peak)}", flush=True)
         io: dict[str, IoTotals] = {}
         if not args.no_strace:
             for tool in ("dlio", "ddlio"):
