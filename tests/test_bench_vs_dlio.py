@@ -103,3 +103,10 @@ def test_the_floor_runs_ddlios_process_structure_with_libraries_only(vs: object,
     assert sum("submitit.core.submission" in c and "submitit.local" not in c for c in lines) == 1  # the job
     ranks = [c for c in lines if c.startswith(sys.executable) and "mpi4py" in c and "submitit" not in c]
     assert len(ranks) == 2, lines
+
+
+def test_a_timed_run_is_watched_by_nothing_and_keeps_its_output(vs: object, tmp_path: Path) -> None:
+    wall, rc, log = vs.timed("t", ["sh", "-c", "echo said; exit 3"], tmp_path, dict(os.environ), 30)
+    assert rc == 3 and log == "said\n" and 0 < wall < 30
+    wall, rc, _ = vs.timed("t", ["sleep", "5"], tmp_path, dict(os.environ), 0.2)
+    assert rc == -9 and wall < 5  # past its timeout: killed, and said so
