@@ -90,6 +90,8 @@ class Run:
     cgroup_peak: int | None
     rc: int
     log: str = ""
+    #: (PSS bytes, process) of each process at the sampled peak, largest first
+    breakdown: list[tuple[int, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -223,8 +225,9 @@ def descendants(root: int) -> list[int]:
     return out
 
 
-def memory_now(pids: list[int]) -> tuple[int, int]:
-    """(summed RSS, summed PSS) in bytes of the processes still alive."""
+def memory_now(pids: list[int], parts: dict[int, int] | None = None) -> tuple[int, int]:
+    """(summed RSS, summed PSS) in bytes of the processes still alive; ``parts``, when given, gets each one's PSS
+    by pid."""
     rss = pss = 0
     for pid in pids:
         try:
@@ -233,7 +236,29 @@ def memory_now(pids: list[int]) -> tuple[int, int]:
             continue
         rss += r
         pss += p
+        if parts is not None:
+            parts[pid] = p
     return rss, pss
+
+
+def process_name(pid: int) -> str:
+    """A short name of a process for the peak's breakdown: its program, and the module of ``python -m M``."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return str(pid)
+    words = [a for a in argv if a]
+    name = Path(words[0]).name if words else str(pid)
+    rest = words[1:]
+    while rest and rest[0].startswith("-") and rest[0] not in ("-m", "-c"):  # an interpreter's flags (-u)
+        rest = rest[1:]
+    if rest[:1] == ["-m"] and len(rest) > 1:
+        name += " -m " + rest[1]
+    elif rest[:1] == ["-c"]:
+        name += " -c"
+    elif rest and rest[0].endswith(".py"):
+        name += " " + Path(rest[0]).name
+    return name
 
 
 class Cgroup:
@@ -298,6 +323,7 @@ def measure(tool: str, cmd: list[str], cwd: Path, env: dict[str, str], timeout_s
     group = Cgroup(f"ddlio-vs-dlio-{os.getpid()}-{tool}-{time.monotonic_ns()}")
     log = cwd / f"{tool}.log"
     peak_rss = peak_pss = 0
+    breakdown: list[tuple[int, str]] = []
     with open(log, "w") as out:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
@@ -305,7 +331,10 @@ def measure(tool: str, cmd: list[str], cwd: Path, env: dict[str, str], timeout_s
         try:
             while proc.poll() is None:
                 pids = group.pids() or descendants(proc.pid)
-                rss, pss = memory_now(pids)
+                now: dict[int, int] = {}
+                rss, pss = memory_now(pids, now)
+                if pss > peak_pss:
+                    breakdown = sorted(((b, process_name(pid)) for pid, b in now.items()), reverse=True)
                 peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
                 if time.perf_counter() - t0 > timeout_s:
                     proc.kill()
@@ -320,7 +349,7 @@ def measure(tool: str, cmd: list[str], cwd: Path, env: dict[str, str], timeout_s
         wall = time.perf_counter() - t0
     cg = group.peak()
     group.remove()
-    return Run(tool, wall, peak_pss, peak_rss, cg, rc, log.read_text(errors="replace"))
+    return Run(tool, wall, peak_pss, peak_rss, cg, rc, log.read_text(errors="replace"), breakdown)
 
 
 # --------------------------------------------------------------------------------------------------- strace
@@ -524,6 +553,11 @@ def report(wl: Workload, runs: dict[str, list[Run]], io: dict[str, IoTotals], dl
         print(f"{label:{width}s}  {d:12.1f}  {m:10.1f}  {ratio:>10s}")
     print(f"(the samples' own bytes: {wl.files} x {wl.sample_size // 1024} KiB x {wl.epochs} epochs = "
           f"{expected / MIB:.1f} MiB; the rest is each file's npz/npy headers)")
+    for tool in ("ddlio", "floor"):
+        if runs.get(tool):
+            peak = max(runs[tool], key=lambda r: r.peak_pss)
+            print(f"{tool} at its largest peak: " + " + ".join(f"{name} {b / MIB:.0f}" for b, name in peak.breakdown
+                                                             if b >= MIB // 2) + " MiB")
     if runs.get("floor"):
         d, m = median([r.peak_pss for r in runs["dlio"]]), median([r.peak_pss for r in runs["ddlio"]])
         f = median([r.peak_pss for r in runs["floor"]])

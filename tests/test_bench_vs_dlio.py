@@ -110,3 +110,18 @@ def test_a_timed_run_is_watched_by_nothing_and_keeps_its_output(vs: object, tmp_
     assert rc == 3 and log == "said\n" and 0 < wall < 30
     wall, rc, _ = vs.timed("t", ["sleep", "5"], tmp_path, dict(os.environ), 0.2)
     assert rc == -9 and wall < 5  # past its timeout: killed, and said so
+
+
+def test_the_peak_is_broken_down_by_process(vs: object, tmp_path: Path) -> None:
+    parts: dict[int, int] = {}
+    rss, pss = vs.memory_now([os.getpid()], parts)
+    assert parts == {os.getpid(): pss} and pss > 0
+    sleeper = [sys.executable, "-u", "-m", "timeit", "-n", "1", "-r", "1", "import time; time.sleep(30)"]
+    child = subprocess.Popen(sleeper, stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        assert vs.process_name(child.pid) == f"{Path(sys.executable).name} -m timeit"
+    finally:
+        child.kill()
+        child.wait(timeout=30)
+    assert vs.process_name(os.getpid()).startswith(Path(sys.executable).name)
