@@ -96,10 +96,11 @@ def write_behind(path: str | os.PathLike, interval_s: float = WRITE_BEHIND_S) ->
         watcher.join()
 
 
-def generate_files(plan: DatasetPlan, rank: int, size: int) -> list[str]:
-    """Write the files this rank owns (f % size == rank), with the sizes ``sizes.npy`` holds; returns their names."""
+def generate_files(plan: DatasetPlan, rank: int, size: int, sizes: np.ndarray | None = None) -> list[str]:
+    """Write the files this rank owns (f % size == rank), with ``sizes`` (default: what ``sizes.npy`` holds);
+    returns their names."""
     fmt = get_format(plan.format, **plan.format_options)
-    sizes = np.load(os.path.join(plan.directory, SIZES))
+    sizes = np.load(os.path.join(plan.directory, SIZES)) if sizes is None else sizes
     written = []
     for f in range(rank, plan.num_files, size):
         with write_behind(plan.file_path(f)):
@@ -108,15 +109,15 @@ def generate_files(plan: DatasetPlan, rank: int, size: int) -> list[str]:
     return written
 
 
-def check_own(plan: DatasetPlan, rank: int, size: int) -> dict:
-    """This rank's part of the verification: :func:`~experiments.dataset.verify.check_files` of its files."""
-    sizes = np.load(os.path.join(plan.directory, SIZES))
+def generate_and_check(plan: DatasetPlan, rank: int, size: int, sizes: np.ndarray) -> dict:
+    """Write this rank's files, then check them: its part of the verification
+    (:func:`~experiments.dataset.verify.check_files`)."""
+    generate_files(plan, rank, size, sizes)
     return check_files(plan, sizes, list(range(rank, plan.num_files, size)))
 
 
-def write_verification(plan: DatasetPlan, parts: list[dict]) -> None:
+def write_verification(plan: DatasetPlan, sizes: np.ndarray, parts: list[dict]) -> None:
     """Rank 0's last word: the byte plans and ``verified.json`` from every rank's part."""
-    sizes = np.load(os.path.join(plan.directory, SIZES))
     write_json_atomic(os.path.join(plan.directory, VERIFIED), verification(plan, sizes, parts))
 
 
@@ -142,10 +143,9 @@ def generate_here(plan_path: str | os.PathLike, env: Mapping[str, str] | None = 
     ranks' environment, ``cluster.env``) is set while writing. Returns the files' names."""
     plan = DatasetPlan.from_dict(json.loads(Path(plan_path).read_text()))
     with environment(env or {}):
-        plan_sizes(plan)
-        names = generate_files(plan, 0, 1)
-        write_verification(plan, [check_own(plan, 0, 1)])
-        return names
+        sizes = plan_sizes(plan)
+        write_verification(plan, sizes, [generate_and_check(plan, 0, 1, sizes)])
+        return [plan.file_name(f) for f in range(plan.num_files)]
 
 
 def _mpi_main(plan_path: str) -> int:
@@ -156,13 +156,13 @@ def _mpi_main(plan_path: str) -> int:
     announce_started(comm)
     try:
         plan = DatasetPlan.from_dict(json.loads(Path(plan_path).read_text()))
-        if comm.rank == 0:
-            plan_sizes(plan)
+        sizes = plan_sizes(plan) if comm.rank == 0 else None
         comm.Barrier()  # sizes.npy is there
-        generate_files(plan, comm.rank, comm.size)
-        parts = comm.gather(check_own(plan, comm.rank, comm.size), root=0)
+        if sizes is None:
+            sizes = np.load(os.path.join(plan.directory, SIZES))
+        parts = comm.gather(generate_and_check(plan, comm.rank, comm.size, sizes), root=0)
         if comm.rank == 0:
-            write_verification(plan, parts)
+            write_verification(plan, sizes, parts)
     except Exception as e:  # one rank's failure must end the step, not hang it
         print(f"rank {comm.rank}: dataset generation failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         comm.Abort(1)

@@ -136,6 +136,9 @@ def generate_forked(plan_path: str, env: dict[str, str]) -> str | None:
         finally:
             with contextlib.suppress(OSError):
                 os.write(w, said)
+            for stream in (sys.stdout, sys.stderr):  # what the writers printed: os._exit flushes nothing
+                with contextlib.suppress(Exception):
+                    stream.flush()
             os._exit(code)
     os.close(w)
     try:
