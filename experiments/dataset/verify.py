@@ -36,12 +36,19 @@ def plan_sizes(plan: DatasetPlan) -> np.ndarray:
     return sizes
 
 
-def whole_loads(plan: DatasetPlan) -> np.ndarray | None:
-    """Bytes one whole load of each file reads (int64 per file, from each file's structure: no data is read), or
-    None for a format that cannot load files whole."""
+def whole_load_bytes(plan: DatasetPlan, files: Sequence[int]) -> dict[int, int | None]:
+    """Bytes one whole load of each file of ``files`` reads (from its structure: no data is read), None for a
+    format that cannot load files whole."""
     fmt = get_format(plan.format, **plan.format_options)
-    loads = [fmt.whole_load_bytes(plan.file_path(f)) for f in range(plan.num_files)]
-    return None if any(n is None for n in loads) else np.array(loads, dtype=np.int64)
+    return {f: fmt.whole_load_bytes(plan.file_path(f)) for f in files}
+
+
+def whole_loads(plan: DatasetPlan, loads: dict[int, int | None] | None = None) -> np.ndarray | None:
+    """Bytes one whole load of each file reads (int64 per file; ``loads``: :func:`whole_load_bytes` of every file,
+    worked out here when not given), or None for a format that cannot load files whole."""
+    loads = whole_load_bytes(plan, range(plan.num_files)) if loads is None else loads
+    got = [loads[f] for f in range(plan.num_files)]
+    return None if any(n is None for n in got) else np.array(got, dtype=np.int64)
 
 
 def verify_dataset(plan: DatasetPlan, sizes: np.ndarray,
@@ -76,14 +83,16 @@ def verify_dataset(plan: DatasetPlan, sizes: np.ndarray,
 
 
 def check_files(plan: DatasetPlan, sizes: np.ndarray, files: Sequence[int]) -> dict[str, Any]:
-    """One rank's part: :func:`verify_dataset` of the files it wrote (a problem as its text)."""
+    """One rank's part: :func:`verify_dataset` of the files it wrote and their whole-load bytes (a problem as its
+    text)."""
     try:
         entries, records = verify_dataset(plan, sizes, files)
     except DatasetError as e:
         return {"error": str(e)}
     starts = plan.file_starts
     return {"entries": entries,  # each file's record bytes as an int64 array (gathered by pickle: 8 bytes a sample)
-            "records": {f: records[starts[f] : starts[f + 1]].copy() for f in files}}
+            "records": {f: records[starts[f] : starts[f + 1]].copy() for f in files},
+            "loads": whole_load_bytes(plan, files)}
 
 
 def verification(plan: DatasetPlan, sizes: np.ndarray, parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -100,7 +109,7 @@ def verification(plan: DatasetPlan, sizes: np.ndarray, parts: Sequence[dict[str,
         for f, got in p["records"].items():
             records[starts[int(f)] : starts[int(f) + 1]] = got
     np.save(d / RECORDS, records)
-    loads = whole_loads(plan)
+    loads = whole_loads(plan, {int(f): n for p in parts for f, n in p["loads"].items()})
     if loads is not None:
         np.save(d / LOADS, loads)
     return {"entries": [{k: v for k, v in e.items() if k != "file"} for e in entries],
