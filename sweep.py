@@ -25,6 +25,7 @@ from ddlio.errors import DdlioError
 from ddlio.secrets import mask
 from ddlio.signals import interrupt_code, interrupt_name, terminate_as_interrupt
 from experiments.config import register_configs
+from hydra_plugins.ddlio_launcher.mode import known_mode
 
 register_configs()
 
@@ -73,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.argv = [saved[0] if saved else "sweep.py", *args]
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises what it refuses instead of exiting 1: see run()
     try:
-        _point()
+        with known_mode(args):  # Hydra's main composes no config just to learn hydra.mode
+            _point()
     except SystemExit as e:  # --help, bad input (2), failed points (1), interrupted (130)
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     finally:

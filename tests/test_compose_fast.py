@@ -216,6 +216,33 @@ def test_the_masters_composition_serves_the_points_with_its_group_choices(loader
     assert composer.full == len(own)
 
 
+@pytest.mark.parametrize("command", [
+    ["workload=tiny", "dry_run=true", "data_root=/tmp/d", "db=/tmp/r.db"],
+    ["format=hdf5", "stripe=1,4", "dry_run=false", "db='sqlite:///x y.db'", "workload.sample_shape=[8, 8]"],
+    ["ppn=2", "order=random", "workload.compute_time=0.010", "pool=''"],
+])
+def test_the_master_serves_the_points_as_the_sweeper_writes_them(loader_and_master, command):
+    """Hydra's basic sweeper re-renders each value of a point's overrides (``dry_run=true`` becomes
+    ``dry_run=True``, ``[8, 8]`` becomes ``[8,8]``): the points it makes of a command line are still read off the
+    master's composition, and equal Hydra's."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.types import RunMode
+
+    from hydra_plugins.ddlio_launcher.compose import FastComposer
+
+    loader, _ = loader_and_master
+    master = loader.load_configuration(config_name="config", overrides=list(command), run_mode=RunMode.MULTIRUN)
+    composer = FastComposer(loader, master)
+    [points] = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(command), None)
+    assert points and any(pt != [o for o in command if "," not in o] for pt in points)  # re-rendered: not as typed
+    for overrides in points:
+        want = _task_dict_of(loader.load_sweep_config(master, list(overrides)))
+        got = composer.task(overrides)
+        assert got is not None and list(got) == list(want) and got == want, overrides
+    assert composer.full == 0, composer.base.keys()  # Hydra composed nothing: the master served every point
+
+
 @pytest.mark.parametrize("line", ["repeat=5", "repeat=0", "+a.b=-3", "++x=12", "repeat=007", "repeat=1_000",
                                   "seed=-0", "nodes=+4", "workload.batch_size=64", "a=1.0", "a=1e3"])
 def test_integer_overrides_parse_as_hydra_parses_them(line):

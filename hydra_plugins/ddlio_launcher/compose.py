@@ -32,6 +32,13 @@ from ddlio.plain import copy_plain
 _INT_OVERRIDE = re.compile(r"(\+{0,2}[A-Za-z_][A-Za-z0-9_.]*)=(-?(?:0|[1-9][0-9]*))")
 
 
+def _canonical(o: Any) -> str:
+    """A parsed value override as a sweeper writes it into a point's overrides (``dry_run=true`` on the command
+    line is ``dry_run=True`` in the point's: Hydra's basic sweeper re-renders each value), so the master's and a
+    point's compare by key and value, not by how they were typed."""
+    return f"{o.get_key_element()}={o.get_value_element_as_str()}"
+
+
 class FastComposer:
     """Composes the points of one sweep: ``compose(overrides)`` equals Hydra's ``load_sweep_config``."""
 
@@ -65,7 +72,7 @@ class FastComposer:
         split = self.split([o.input_line for o in parsed if not o.is_sweep_override()])
         if split is None or any(o.is_delete() or o.is_add() for o in split[1]):  # re-applied, they would fail
             return None
-        return split[0], frozenset(o.input_line for o in split[1])
+        return split[0], frozenset(_canonical(o) for o in split[1])
 
     def _group(self, key: str) -> bool:
         got = self._is_group.get(key)
@@ -144,7 +151,8 @@ class FastComposer:
             return None
         # the master as the composition: its group choices, and all of its value overrides applied again here
         ms = self.master_split
-        key = (*groups, "<master>") if ms is not None and ms[0] == groups and ms[1] <= set(overrides) else groups
+        mastered = ms is not None and ms[0] == groups and ms[1] <= {_canonical(o) for o in values}
+        key = (*groups, "<master>") if mastered else groups
         work = self.work.get(key)
         if work is None:
             if key is groups:
