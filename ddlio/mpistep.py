@@ -4,15 +4,32 @@ The launcher (``experiments.run.mpirun.run_step``) names a file in :data:`STARTE
 runs as a step (the dataset generator, the reader kernel) calls :func:`announce_started` right after MPI start-up,
 and rank 0 creates that file once all ranks are through. A step whose file does not appear in time is killed as
 hung in start-up. The handshake lives on the floor because both sides use it: the runner and the programs it runs.
+
+A step may also be started *ahead* of what it needs (the job starts its kernel step's ranks while the dataset is
+written: their start-up, ~0.3 s of interpreter, numpy and MPI here, then costs no wall time): the launcher names
+a gate file in :data:`GATE_ENV`, and :func:`wait_for_gate` holds every rank, asleep (not in an MPI call, which
+would spin a core), until the launcher creates it.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import time
+
+from ddlio.errors import KernelError
 
 #: the environment variable that names the file rank 0 creates once every rank is through MPI start-up
 STARTED_ENV = "DDLIO_STEP_STARTED"
+#: the file whose creation lets a step started ahead go on (:func:`wait_for_gate`)
+GATE_ENV = "DDLIO_STEP_GATE"
+#: until when (seconds since the epoch) the ranks wait for the gate: the point's time limit
+GATE_UNTIL_ENV = "DDLIO_STEP_GATE_UNTIL"
+#: ``host|pid namespace|pid`` of the process that will open the gate: ranks that see it (on that host, in that
+#: pid namespace) stop waiting when it is gone
+GATE_OWNER_ENV = "DDLIO_STEP_GATE_OWNER"
+#: seconds between two looks at the gate: 5 ms for the first 2 s (a small point's dataset), then 50 ms
+GATE_POLL_S = (0.005, 2.0, 0.05)
 
 
 def announce_started(comm: object) -> None:
@@ -25,3 +42,60 @@ def announce_started(comm: object) -> None:
     if path and comm.rank == 0:  # type: ignore[attr-defined]
         with open(path, "w") as f:
             f.write(f"{time.time():.3f}\n")
+
+
+def gate_env(path: str | os.PathLike, until: float) -> dict[str, str]:
+    """The environment of a step started ahead: its ranks wait in :func:`wait_for_gate` until ``path`` exists,
+    at most until ``until`` (seconds since the epoch), and no longer than this process lives."""
+    return {GATE_ENV: os.fspath(path), GATE_UNTIL_ENV: f"{until:.3f}",
+            GATE_OWNER_ENV: f"{socket.gethostname()}|{_pid_namespace()}|{os.getpid()}"}
+
+
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:  # no /proc: the owner's pid cannot be checked
+        return "?"
+
+
+def _owner(text: str) -> int | None:
+    """The pid of the gate's owner when this process sees the same pids (same host, same pid namespace)."""
+    host, ns, pid = [*text.split("|"), "", "", ""][:3]
+    if not pid.isdigit() or host != socket.gethostname() or ns == "?" or ns != _pid_namespace():
+        return None
+    return int(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process of that pid: ours is gone
+        return False
+    return True
+
+
+def wait_for_gate(comm: object) -> float:
+    """In a step's ranks, after :func:`announce_started`: without :data:`GATE_ENV`, return at once; with it, sleep
+    until its file exists, then meet the other ranks (a barrier), so they start together. Returns the seconds
+    waited. KernelError when the point's time limit passes first, or the process that was to open it (on this
+    host) has ended."""
+    path = os.environ.get(GATE_ENV)
+    if not path:
+        return 0.0
+    until = float(os.environ.get(GATE_UNTIL_ENV) or "inf")
+    owner = _owner(os.environ.get(GATE_OWNER_ENV, ""))
+    fast, fast_for, slow = GATE_POLL_S
+    t0 = time.monotonic()
+    while not os.path.exists(path):
+        if time.time() > until:
+            raise KernelError(f"the step was started ahead and its gate ({path}) did not open within the point's "
+                              "time limit")
+        if owner is not None and not _alive(owner):
+            raise KernelError(f"the step was started ahead and the job process {owner} that was to open its gate "
+                              f"({path}) has ended")
+        time.sleep(fast if time.monotonic() - t0 < fast_for else slow)
+    waited = time.monotonic() - t0
+    comm.Barrier()  # type: ignore[attr-defined]
+    return waited

@@ -106,6 +106,11 @@ class RunPaths:
         """The mark rank 0 of an MPI step leaves once every rank is through MPI start-up: ``<step>.started``."""
         return self.root / f"{step}.started"
 
+    def gate(self, step: str) -> Path:
+        """The file whose creation lets an MPI step started ahead go on (``ddlio.mpistep.wait_for_gate``):
+        ``<step>.go``."""
+        return self.root / f"{step}.go"
+
     def trace(self, rank: int, prefix: str = "") -> Path:
         """Rank ``rank``'s access log (``workload.trace=true``); ``prefix`` keeps a rerun's beside the original's."""
         return self.root / f"trace-{prefix}rank{rank:05d}.csv"

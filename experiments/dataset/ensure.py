@@ -114,10 +114,14 @@ def ensure_dataset(
             _plan_whole_loads(plan)
             return DatasetInfo(plan, manifest, False, 0.0)
         t0 = time.perf_counter()
-        if plan.samples * plan.sample_size < one_process_below:
-            ranks = 1
-        manifest = _build(plan, layout, run_generation, ranks, t0)
+        manifest = _build(plan, layout, run_generation, generation_ranks(plan, ranks, one_process_below), t0)
         return DatasetInfo(plan, manifest, True, time.perf_counter() - t0)
+
+
+def generation_ranks(plan: DatasetPlan, ranks: int, one_process_below: int = 0) -> int:
+    """How many processes generate the dataset of ``plan`` for a point of ``ranks`` ranks: one below
+    ``one_process_below`` payload bytes (fewer than ranks take to start), else ``ranks``."""
+    return 1 if plan.samples * plan.sample_size < one_process_below else ranks
 
 
 def _plan_whole_loads(plan: DatasetPlan) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ddlio.errors import FormatError, KernelError
-from ddlio.mpistep import announce_started
+from ddlio.mpistep import announce_started, wait_for_gate
 from ddlio.records import ResultRecord
 from ddlio.runpaths import RunPaths
 from experiments.dataset import write_json_atomic
@@ -40,6 +40,7 @@ def main(argv: list[str]) -> int:
     rank = MPI.COMM_WORLD.rank
     announce_started(MPI.COMM_WORLD)
     try:
+        wait_for_gate(MPI.COMM_WORLD)  # a step started ahead: until the job has the dataset and the measurement lock
         result = run(spec)
     except KernelError as e:
         print(f"ddlio kernel: {e}", file=sys.stderr, flush=True)

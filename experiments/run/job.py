@@ -18,6 +18,7 @@ from typing import Any
 
 from ddlio import env as envinfo
 from ddlio.errors import DdlioError, LaunchError, StartTimeoutError, TimeLimitError
+from ddlio.mpistep import gate_env
 from ddlio.records import FailureRecord, Record, ResultRecord
 from ddlio.runpaths import RunPaths
 from experiments.config import PointSpec
@@ -27,11 +28,12 @@ from experiments.dataset import (
     ensure_dataset,
     exclusive,
     generate_here,
+    generation_ranks,
     invalidate_dataset,
     write_json_atomic,
 )
 from experiments.executors import executor_for
-from experiments.run.mpirun import failure_cause, headline, launch_argv, run_step
+from experiments.run.mpirun import RunningStep, failure_cause, headline, launch_argv, run_step, start_step
 from lustre import Layout
 from lustre.fs import fs_info
 
@@ -42,29 +44,47 @@ Step = Callable[[str, list[str], int, str], None]
 ONE_PROCESS_BELOW = 64 * 2**20
 
 
-def step_runner(spec: PointSpec, run_dir: Path, deadline: float | None = None) -> Step:
-    """Run MPI steps of a point (``step(module, args, ranks, name)``); every step gets what is left of the point's
-    time limit (``deadline``, on the ``time.monotonic`` clock; default: the whole ``cluster.timeout_min`` from
-    now)."""
-    limit_s = float(spec.cluster.timeout_min) * 60
-    deadline = time.monotonic() + limit_s if deadline is None else deadline
-    env = {str(k): str(v) for k, v in spec.cluster.env.items()}
-    # every rank is through MPI start-up within a second or two; a start that takes hang_timeout_s has hung
-    start_s = float(spec.cluster.hang_timeout_s)
+class StepRunner:
+    """Runs the MPI steps of a point: ``runner(module, args, ranks, name)`` runs one to its end;
+    :meth:`ahead` starts one whose ranks wait at a gate (:class:`AheadStep`). Every step gets what is left of the
+    point's time limit (``deadline``, on the ``time.monotonic`` clock)."""
 
-    def step(module: str, args: list[str], ranks: int, name: str) -> None:
-        nodes = min(spec.nodes, ranks)
-        argv = launch_argv(spec.cluster.launch, ranks, nodes, -(-ranks // nodes), module, args)
-        left = deadline - time.monotonic()
+    def __init__(self, spec: PointSpec, run_dir: Path, deadline: float) -> None:
+        self.spec, self.paths, self.deadline = spec, RunPaths(run_dir), deadline
+        self.limit_s = float(spec.cluster.timeout_min) * 60
+        self.env = {str(k): str(v) for k, v in spec.cluster.env.items()}
+        # every rank is through MPI start-up within a second or two; a start that takes hang_timeout_s has hung
+        self.start_s = float(spec.cluster.hang_timeout_s)
+
+    def argv(self, module: str, args: list[str], ranks: int) -> list[str]:
+        """The step's command line: the point's launch line for ``ranks`` ranks, then ``python -m module args``."""
+        nodes = min(self.spec.nodes, ranks)
+        return launch_argv(self.spec.cluster.launch, ranks, nodes, -(-ranks // nodes), module, args)
+
+    def left(self, name: str) -> float:
+        """Seconds left of the point's time limit; TimeLimitError when none are."""
+        left = self.deadline - time.monotonic()
         if left <= 0:
             raise TimeLimitError(f"time limit reached before the {name} step: the point's cluster.timeout_min="
-                                 f"{spec.cluster.timeout_min} ({limit_s:.1f} s) ran out; raise cluster.timeout_min")
+                                 f"{self.spec.cluster.timeout_min} ({self.limit_s:.1f} s) ran out; raise "
+                                 "cluster.timeout_min")
+        return left
+
+    def __call__(self, module: str, args: list[str], ranks: int, name: str) -> None:
+        argv = self.argv(module, args, ranks)
+        self.left(name)
+        self.check(name, argv, lambda: _start_twice(argv, self.deadline, self.env, self.paths, name, self.start_s))
+
+    def check(self, name: str, argv: list[str], run: Callable[[], Any]) -> None:
+        """Run ``run()`` (a step to its end: a :class:`~experiments.run.mpirun.StepResult`) and raise what its end
+        says as the point's error: TimeLimitError, or LaunchError with the ranks' own message."""
         try:
-            res = _start_twice(argv, deadline, env, RunPaths(run_dir), name, start_s)
+            res = run()
         except TimeLimitError as e:
             raise TimeLimitError(
-                f"time limit reached: the point's cluster.timeout_min={spec.cluster.timeout_min} ({limit_s:.1f} s) "
-                f"ran out in the {name} step, which was killed; raise cluster.timeout_min\n{e}") from None
+                f"time limit reached: the point's cluster.timeout_min={self.spec.cluster.timeout_min} "
+                f"({self.limit_s:.1f} s) ran out in the {name} step, which was killed; raise cluster.timeout_min\n"
+                f"{e}") from None
         if res.returncode != 0:
             said = headline(res.stderr_tail)
             if res.cause:
@@ -74,24 +94,73 @@ def step_runner(spec: PointSpec, run_dir: Path, deadline: float | None = None) -
                 first = f"{name} step failed (exit code {res.returncode}): {said}"
             raise LaunchError(f"{first}\ncommand: {' '.join(argv)}\n{res.stderr_tail}")
 
-    return step
+    def ahead(self, module: str, args: list[str], ranks: int, name: str) -> AheadStep:
+        """Start a step whose ranks start up now and wait (asleep) at its gate until :meth:`AheadStep.go`; the
+        program must call ``ddlio.mpistep.wait_for_gate`` after ``announce_started``."""
+        argv = self.argv(module, args, ranks)
+        left = self.left(name)
+        gate = self.paths.gate(name)
+        gate.unlink(missing_ok=True)  # an earlier run's says nothing about this one
+        env = {**self.env, **gate_env(gate, time.time() + left)}
+        running = start_step(argv, left, env=env, logs=self.paths.logs(name), started=self.paths.started(name),
+                             start_timeout_s=self.start_s)
+        return AheadStep(self, module, args, ranks, name, argv, env, running)
+
+
+class AheadStep:
+    """An MPI step started ahead (:meth:`StepRunner.ahead`): its ranks are starting, or waiting at the gate."""
+
+    def __init__(self, runner: StepRunner, module: str, args: list[str], ranks: int, name: str, argv: list[str],
+                 env: dict[str, str], running: RunningStep) -> None:
+        self.runner, self.name, self.argv, self.env, self.running = runner, name, argv, env, running
+
+    def go(self) -> None:
+        """Open the gate and run the step to its end, with the errors of a step run at once (a start that hung
+        is killed and started once more, through the open gate)."""
+        r = self.runner
+        write_json_atomic(r.paths.gate(self.name), {"opened": time.time()})
+
+        def run() -> Any:
+            try:
+                return self.running.wait()
+            except StartTimeoutError as e:  # started once more, through the open gate
+                return _start_twice(self.argv, r.deadline, self.env, r.paths, self.name, r.start_s, hung=e)
+
+        r.check(self.name, self.argv, run)
+
+    def kill(self) -> None:
+        """End the step (it was started ahead of something that failed)."""
+        self.running.kill()
+
+
+def step_runner(spec: PointSpec, run_dir: Path, deadline: float | None = None) -> StepRunner:
+    """Run MPI steps of a point (``step(module, args, ranks, name)``, :class:`StepRunner`); every step gets what
+    is left of the point's time limit (``deadline``, on the ``time.monotonic`` clock; default: the whole
+    ``cluster.timeout_min`` from now)."""
+    limit_s = float(spec.cluster.timeout_min) * 60
+    return StepRunner(spec, run_dir, time.monotonic() + limit_s if deadline is None else deadline)
 
 
 def _start_twice(argv: list[str], deadline: float, env: dict[str, str], paths: RunPaths, name: str,
-                 start_s: float) -> Any:
-    """Run the step; a step whose ranks hang in MPI start-up (``start_s`` seconds) is started once more."""
+                 start_s: float, hung: StartTimeoutError | None = None) -> Any:
+    """Run the step; a step whose ranks hang in MPI start-up (``start_s`` seconds) is started once more (only once
+    more when its first start, which ``hung`` ended, was made elsewhere: :meth:`AheadStep.go`)."""
     left = deadline - time.monotonic()
     for attempt in (1, 2):
-        try:
-            return run_step(argv, left, env=env, logs=paths.logs(name), started=paths.started(name),
-                            start_timeout_s=start_s)
-        except StartTimeoutError as e:
+        if attempt == 1 and hung is not None:
+            e = hung
+        else:
+            try:
+                return run_step(argv, left, env=env, logs=paths.logs(name), started=paths.started(name),
+                                start_timeout_s=start_s)
+            except StartTimeoutError as err:
+                e = err
             left = deadline - time.monotonic()
-            if attempt == 2 or left <= start_s:
-                raise LaunchError(f"{name} step failed: {e}\nstarted twice; the ranks never all got through MPI "
-                                  "start-up (check cluster.launch and the MPI's process manager)") from None
-            print(f"ddlio: {name} step: {str(e).splitlines()[0]}; killed and started once more",
-                  file=sys.stderr, flush=True)
+        if attempt == 2 or left <= start_s:
+            raise LaunchError(f"{name} step failed: {e}\nstarted twice; the ranks never all got through MPI "
+                              "start-up (check cluster.launch and the MPI's process manager)") from None
+        print(f"ddlio: {name} step: {str(e).splitlines()[0]}; killed and started once more",
+              file=sys.stderr, flush=True)
     raise AssertionError("unreachable")
 
 
@@ -231,23 +300,36 @@ def _measure(point: dict[str, Any], rd: Path) -> tuple[ResultRecord, DatasetPlan
     deadline = time.monotonic() + float(spec.cluster.timeout_min) * 60
     step = step_runner(spec, rd, deadline)
     plan = DatasetPlan.from_point(spec)
-    info = ensure_dataset(
-        plan, Layout(spec.layout.stripe_count, spec.layout.stripe_size, spec.layout.object_size, spec.layout.pool),
-        generation_runner(spec, rd, deadline),
-        spec.ranks, one_process_below=ONE_PROCESS_BELOW,
-    )
     for stale in (paths.kernel_result, paths.damaged):  # only this run's kernel may leave one
         stale.unlink(missing_ok=True)
     write_json_atomic(paths.kernel_spec, {"point": point, "plan": plan.to_dict(),
                                           "result_path": str(paths.kernel_result)})
+    # the kernel's ranks start up while the dataset is made ready, and wait at a gate for it (and for the
+    # measurement lock); not when the dataset may be generated by an MPI step of its own: two steps at once
+    # can wait on each other for the allocation's CPUs (srun), and a point of several nodes is not worth it
+    kernel = None
+    if spec.nodes == 1 and generation_ranks(plan, spec.ranks, ONE_PROCESS_BELOW) == 1:
+        kernel = step.ahead("experiments.kernel", [str(paths.kernel_spec)], spec.ranks, "kernel")
     try:
+        info = ensure_dataset(
+            plan, Layout(spec.layout.stripe_count, spec.layout.stripe_size, spec.layout.object_size,
+                         spec.layout.pool),
+            generation_runner(spec, rd, deadline),
+            spec.ranks, one_process_below=ONE_PROCESS_BELOW,
+        )
         lock = executor_for(spec.cluster.executor).measurement_lock(spec)
         with exclusive(lock) if lock else contextlib.nullcontext():
-            step("experiments.kernel", [str(paths.kernel_spec)], spec.ranks, "kernel")
+            if kernel is not None:
+                kernel.go()
+            else:
+                step("experiments.kernel", [str(paths.kernel_spec)], spec.ranks, "kernel")
     except LaunchError as e:
         if not paths.damaged.exists():
             raise
         moved = invalidate_dataset(plan, paths.damaged.read_text(errors="replace"))
         raise LaunchError(f"{e}\nthe dataset failed verification and was invalidated ({moved}): the next "
                           "run rebuilds it") from e
+    finally:
+        if kernel is not None:
+            kernel.kill()  # ended already, or started ahead of a dataset that failed
     return ResultRecord.from_dict(json.loads(paths.kernel_result.read_text())), plan, info

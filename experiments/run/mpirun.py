@@ -126,6 +126,102 @@ def _watch_start(proc: subprocess.Popen, started: str | os.PathLike, start_timeo
         time.sleep(min(0.1, start_timeout_s - waited))
 
 
+class RunningStep:
+    """An MPI step started by :func:`start_step`: :meth:`wait` for how it ended, :meth:`kill` to end it early."""
+
+    def __init__(self, argv: list[str], timeout_s: float, env: Mapping[str, str] | None, cwd: str | None,
+                 logs: tuple[str | os.PathLike, str | os.PathLike] | None, started: str | os.PathLike | None,
+                 start_timeout_s: float | None) -> None:
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        # the project must be importable by the ranks, wherever they start
+        root = str(PROJECT_DIR)
+        full_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, full_env.get("PYTHONPATH", "")) if p)
+        self.argv, self.timeout_s, self.started, self.start_timeout_s = argv, timeout_s, started, start_timeout_s
+        self.tmpdir = None
+        if logs is None:
+            self.tmpdir = tempfile.mkdtemp(prefix="ddlio-step-")
+            logs = (os.path.join(self.tmpdir, "step.out"), os.path.join(self.tmpdir, "step.err"))
+        self.out_path, self.err_path = os.fspath(logs[0]), os.fspath(logs[1])
+        self.t0 = time.perf_counter()
+        try:
+            with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
+                if started is not None:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(started)  # an earlier attempt's mark says nothing about this one
+                    full_env[STARTED_ENV] = os.fspath(started)
+                self.proc = subprocess.Popen(argv, stdout=out, stderr=err, env=full_env, cwd=cwd,
+                                             start_new_session=True)
+        except BaseException:
+            self._clean()
+            raise
+
+    def _tail(self, path: str) -> str:
+        with open(path, errors="replace") as f:
+            return _tail(f.read()[-65536:])
+
+    def _clean(self) -> None:
+        if self.tmpdir:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+            self.tmpdir = None
+
+    def kill(self) -> None:
+        """End the step now (its whole process group) if it still runs, and remove its temporary logs."""
+        try:
+            if self.proc.poll() is None:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        finally:
+            self._clean()
+
+    def wait(self) -> StepResult:
+        """Wait for the step to end within its ``timeout_s`` (from its start); on time-out the whole process
+        group is killed and a TimeLimitError raised, a start that took ``start_timeout_s`` raises
+        StartTimeoutError (see :func:`run_step`)."""
+        proc, t0 = self.proc, self.t0
+        try:
+            try:
+                if self.started is not None and self.start_timeout_s is not None and \
+                        self.start_timeout_s < self.timeout_s:
+                    _watch_start(proc, self.started, self.start_timeout_s, t0)
+                proc.wait(timeout=max(0.0, self.timeout_s - (time.perf_counter() - t0)))
+            except StartTimeoutError as e:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise StartTimeoutError(f"{e}: {shlex.join(self.argv)}\n{_tail(self._tail(self.err_path), 15)}") \
+                    from None
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise TimeLimitError(
+                    f"MPI step timed out after {self.timeout_s:.1f} s and was killed: {shlex.join(self.argv)}\n"
+                    f"{_tail(self._tail(self.err_path), 15)}"
+                ) from None
+            finally:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+            cause = None if proc.returncode == 0 else failure_cause(read_log(self.err_path), read_log(self.out_path),
+                                                                      returncode=proc.returncode)
+            return StepResult(self.argv, proc.returncode, time.perf_counter() - t0, self._tail(self.out_path),
+                              self._tail(self.err_path), cause)
+        finally:
+            self._clean()
+
+
+def start_step(
+    argv: list[str],
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    logs: tuple[str | os.PathLike, str | os.PathLike] | None = None,
+    started: str | os.PathLike | None = None,
+    start_timeout_s: float | None = None,
+) -> RunningStep:
+    """Start one MPI step (the arguments of :func:`run_step`) and return without waiting for it."""
+    return RunningStep(argv, timeout_s, env, cwd, logs, started, start_timeout_s)
+
+
 def run_step(
     argv: list[str],
     timeout_s: float,
@@ -147,57 +243,20 @@ def run_step(
     (its ranks never all got through MPI start-up: a lost rank, or a launcher and a process manager that hang in
     their start-up protocol), instead of holding its nodes until the time limit.
     """
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    # the project must be importable by the ranks, wherever they start
-    root = str(PROJECT_DIR)
-    full_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, full_env.get("PYTHONPATH", "")) if p)
-    tmpdir = None
-    if logs is None:
-        tmpdir = tempfile.mkdtemp(prefix="ddlio-step-")
-        logs = (os.path.join(tmpdir, "step.out"), os.path.join(tmpdir, "step.err"))
-    out_path, err_path = os.fspath(logs[0]), os.fspath(logs[1])
-
-    def tail(path: str) -> str:
-        with open(path, errors="replace") as f:
-            return _tail(f.read()[-65536:])
-
-    t0 = time.perf_counter()
-    try:
-        with open(out_path, "w") as out, open(err_path, "w") as err:
-            if started is not None:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(started)  # an earlier attempt's mark says nothing about this one
-                full_env[STARTED_ENV] = os.fspath(started)
-            proc = subprocess.Popen(argv, stdout=out, stderr=err, env=full_env, cwd=cwd, start_new_session=True)
-            try:
-                if started is not None and start_timeout_s is not None and start_timeout_s < timeout_s:
-                    _watch_start(proc, started, start_timeout_s, t0)
-                proc.wait(timeout=max(0.0, timeout_s - (time.perf_counter() - t0)))
-            except StartTimeoutError as e:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                raise StartTimeoutError(f"{e}: {shlex.join(argv)}\n{_tail(tail(err_path), 15)}") from None
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                raise TimeLimitError(
-                    f"MPI step timed out after {timeout_s:.1f} s and was killed: {shlex.join(argv)}\n"
-                    f"{_tail(tail(err_path), 15)}"
-                ) from None
-            finally:
-                if proc.poll() is None:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-        cause = None if proc.returncode == 0 else failure_cause(read_log(err_path), read_log(out_path),
-                                                                  returncode=proc.returncode)
-        return StepResult(argv, proc.returncode, time.perf_counter() - t0, tail(out_path), tail(err_path), cause)
-    finally:
-        if tmpdir:
-            shutil.rmtree(tmpdir, ignore_errors=True)
+    return start_step(argv, timeout_s, env, cwd, logs, started, start_timeout_s).wait()
 
 
-if __name__ == "__main__":  # a smallest MPI step: start, announce, end (tests of the watchdog with real ranks)
+if __name__ == "__main__":  # a smallest MPI step: start, announce, wait at a gate if given one, end (tests of the
+    # watchdog and of steps started ahead, with real ranks)
     from mpi4py import MPI  # lazy: MPI starts only in a step run as a program
 
+    from ddlio.errors import KernelError
+    from ddlio.mpistep import wait_for_gate
+
     announce_started(MPI.COMM_WORLD)
+    try:
+        waited = wait_for_gate(MPI.COMM_WORLD)
+    except KernelError as e:
+        print(f"ddlio step: {e}", file=sys.stderr, flush=True)
+        raise SystemExit(3) from None
+    print(f"rank {MPI.COMM_WORLD.rank} through the gate after {waited:.3f} s", flush=True)
