@@ -7,8 +7,9 @@ hung in start-up. The handshake lives on the floor because both sides use it: th
 
 A step may also be started *ahead* of what it needs (the job starts its kernel step's ranks while the dataset is
 written: their start-up, ~0.3 s of interpreter, numpy and MPI here, then costs no wall time): the launcher names
-a gate file in :data:`GATE_ENV`, and :func:`wait_for_gate` holds every rank, asleep (not in an MPI call, which
-would spin a core), until the launcher creates it.
+a gate file in :data:`GATE_ENV`, and :func:`wait_for_gate` holds every rank, asleep (not in a blocking MPI call,
+which would spin a core), until the launcher creates it (or another file of the phases beside it,
+:func:`phase_path`).
 """
 
 from __future__ import annotations
@@ -76,19 +77,50 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def wait_for_gate(comm: object) -> float:
-    """In a step's ranks, after :func:`announce_started`: without :data:`GATE_ENV`, return at once; with it, sleep
-    until its file exists, then meet the other ranks (a barrier), so they start together. Returns the seconds
-    waited. KernelError when the point's time limit passes first, or the process that was to open it (on this
-    host) has ended."""
+def phase_path(gate: str | os.PathLike, phase: str) -> str:
+    """The file of another phase beside a step's gate: ``kernel.go`` -> ``kernel.<phase>`` (``gen``: a dataset to
+    generate first; ``generated``: rank 0's word that it is written and checked)."""
+    base, _ = os.path.splitext(os.fspath(gate))
+    return f"{base}.{phase}"
+
+
+def wait_for_gate(comm: object, also: tuple[str, ...] = ()) -> tuple[float, str | None]:
+    """In a step's ranks, after :func:`announce_started`: without :data:`GATE_ENV`, return at once; with it, wait
+    until its file (or one of the files ``also`` names) exists. Rank 0 looks (every 5 ms for 2 s, then every 50
+    ms); the others wait in a non-blocking barrier with sleeps, so no rank spins a core and only one looks at the
+    file system. Returns (seconds waited, the file that appeared: the gate's path or one of ``also``; None
+    without a gate). KernelError on every rank when the point's time limit passes first, or the process that was
+    to open it (seen from rank 0's host) has ended."""
     path = os.environ.get(GATE_ENV)
     if not path:
-        return 0.0
+        return 0.0, None
+    t0 = time.monotonic()
+    found: str | None = None
+    problem = ""
+    if comm.rank == 0:  # type: ignore[attr-defined]
+        try:
+            found = _look(path, also)
+        except KernelError as e:
+            problem = str(e)
+    req = comm.Ibarrier()  # type: ignore[attr-defined]
+    while not req.Test():
+        time.sleep(GATE_POLL_S[0] if time.monotonic() - t0 < GATE_POLL_S[1] else GATE_POLL_S[2])
+    found, problem = comm.bcast((found, problem), root=0)  # type: ignore[attr-defined]
+    if problem:
+        raise KernelError(problem)
+    return time.monotonic() - t0, found
+
+
+def _look(path: str, also: tuple[str, ...]) -> str:
+    """Rank 0's wait for the gate (or a file of ``also``): which appeared first."""
     until = float(os.environ.get(GATE_UNTIL_ENV) or "inf")
     owner = _owner(os.environ.get(GATE_OWNER_ENV, ""))
     fast, fast_for, slow = GATE_POLL_S
     t0 = time.monotonic()
-    while not os.path.exists(path):
+    while True:
+        for candidate in (*also, path):
+            if os.path.exists(candidate):
+                return candidate
         if time.time() > until:
             raise KernelError(f"the step was started ahead and its gate ({path}) did not open within the point's "
                               "time limit")
@@ -96,6 +128,3 @@ def wait_for_gate(comm: object) -> float:
             raise KernelError(f"the step was started ahead and the job process {owner} that was to open its gate "
                               f"({path}) has ended")
         time.sleep(fast if time.monotonic() - t0 < fast_for else slow)
-    waited = time.monotonic() - t0
-    comm.Barrier()  # type: ignore[attr-defined]
-    return waited

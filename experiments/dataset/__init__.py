@@ -15,7 +15,6 @@ from experiments.dataset.ensure import (
     DatasetInfo,
     data_files,
     ensure_dataset,
-    generation_ranks,
     invalidate_dataset,
     load_manifest,
     write_json_atomic,
@@ -26,6 +25,7 @@ from experiments.dataset.generate import (
     environment,
     generate_files,
     generate_here,
+    generate_in,
     write_behind,
 )
 from experiments.dataset.lock import dataset_lock, exclusive
@@ -35,7 +35,6 @@ from experiments.dataset.verify import VERIFIED, read_verification, verify_datas
 __all__ = [
     "LOADS", "MANIFEST", "RECORDS", "SIZES", "VERIFIED", "WRITE_BEHIND_S", "DatasetInfo", "DatasetPlan", "_mpi_main",
     "data_files", "dataset_lock", "ensure_dataset", "environment", "even_split", "exclusive", "generate_files",
-    "generate_here", "generation_ranks", "invalidate_dataset", "load_manifest", "read_verification", "sample_sizes",
-    "verify_dataset", "whole_loads",
-    "write_behind", "write_json_atomic",
+    "generate_here", "generate_in", "invalidate_dataset", "load_manifest", "read_verification",
+    "sample_sizes", "verify_dataset", "whole_loads", "write_behind", "write_json_atomic",
 ]

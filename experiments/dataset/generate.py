@@ -16,6 +16,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from ddlio.lazy import lazy_import
 from ddlio.mpistep import announce_started
@@ -148,12 +149,11 @@ def generate_here(plan_path: str | os.PathLike, env: Mapping[str, str] | None = 
         return [plan.file_name(f) for f in range(plan.num_files)]
 
 
-def _mpi_main(plan_path: str) -> int:
-    """``python -m experiments.dataset PLAN.json``: this rank's files, then a barrier (a failing rank aborts)."""
-    from mpi4py import MPI  # lazy: MPI starts up on import (only in an MPI step)
-
-    comm = MPI.COMM_WORLD
-    announce_started(comm)
+def generate_in(comm: Any, plan_path: str | os.PathLike) -> None:
+    """Every rank of ``comm``: generate the plan's files, rank r writing files r, r+P, r+2P, ..., and check them;
+    rank 0 draws the sizes first and writes the verification last. A failing rank prints why and aborts the
+    whole program (it must end the step, not hang it). The dataset generator's ranks run it, and so do a kernel
+    step's, when the job gives them a dataset to write before they read it."""
     try:
         plan = DatasetPlan.from_dict(json.loads(Path(plan_path).read_text()))
         sizes = plan_sizes(plan) if comm.rank == 0 else None
@@ -167,4 +167,13 @@ def _mpi_main(plan_path: str) -> int:
         print(f"rank {comm.rank}: dataset generation failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         comm.Abort(1)
     comm.Barrier()
+
+
+def _mpi_main(plan_path: str) -> int:
+    """``python -m experiments.dataset PLAN.json``: this rank's files, then a barrier (a failing rank aborts)."""
+    from mpi4py import MPI  # lazy: MPI starts up on import (only in an MPI step)
+
+    comm = MPI.COMM_WORLD
+    announce_started(comm)
+    generate_in(comm, plan_path)
     return 0

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
 from typing import Any
 
 from ddlio.errors import FormatError, KernelError
-from ddlio.mpistep import announce_started, wait_for_gate
+from ddlio.mpistep import GATE_ENV, announce_started, phase_path, wait_for_gate
 from ddlio.records import ResultRecord
 from ddlio.runpaths import RunPaths
-from experiments.dataset import write_json_atomic
+from experiments.dataset import generate_in, write_json_atomic
 from experiments.kernel.kernel import Kernel
 
 
@@ -25,6 +26,23 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
         k.prepare_epoch(epoch)
         k.measure_epoch(epoch)
     return k.result()
+
+
+def ready(comm: Any) -> None:
+    """A step started ahead (``ddlio.mpistep.GATE_ENV``): wait at the gate until the job has the dataset and the
+    measurement lock; when the job asks first (``kernel.gen``: a plan), generate the dataset with these ranks
+    (:func:`~experiments.dataset.generate_in`, what the generator's MPI step does), say so (rank 0:
+    ``kernel.generated``) and wait again. Without a gate (a reproducer): at once."""
+    gate = os.environ.get(GATE_ENV)
+    if not gate:
+        return
+    gen, generated = phase_path(gate, "gen"), phase_path(gate, "generated")
+    _, found = wait_for_gate(comm, also=(gen,))
+    if found == gen:
+        generate_in(comm, json.loads(Path(gen).read_text())["plan"])
+        if comm.rank == 0:
+            write_json_atomic(generated, {"ranks": comm.size})
+        wait_for_gate(comm)
 
 
 def main(argv: list[str]) -> int:
@@ -40,7 +58,7 @@ def main(argv: list[str]) -> int:
     rank = MPI.COMM_WORLD.rank
     announce_started(MPI.COMM_WORLD)
     try:
-        wait_for_gate(MPI.COMM_WORLD)  # a step started ahead: until the job has the dataset and the measurement lock
+        ready(MPI.COMM_WORLD)
         result = run(spec)
     except KernelError as e:
         print(f"ddlio kernel: {e}", file=sys.stderr, flush=True)

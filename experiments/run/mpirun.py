@@ -255,7 +255,7 @@ if __name__ == "__main__":  # a smallest MPI step: start, announce, wait at a ga
 
     announce_started(MPI.COMM_WORLD)
     try:
-        waited = wait_for_gate(MPI.COMM_WORLD)
+        waited, _ = wait_for_gate(MPI.COMM_WORLD)
     except KernelError as e:
         print(f"ddlio step: {e}", file=sys.stderr, flush=True)
         raise SystemExit(3) from None
