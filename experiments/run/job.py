@@ -33,7 +33,7 @@ from experiments.dataset import (
     write_json_atomic,
 )
 from experiments.executors import executor_for
-from experiments.run.mpirun import RunningStep, failure_cause, headline, launch_argv, run_step, start_step
+from experiments.run.mpirun import RunningStep, failure_cause, headline, launch_argv, run_step
 from lustre import Layout
 from lustre.fs import fs_info
 
@@ -99,7 +99,7 @@ class StepRunner:
         left = self.left(name)
         gate = self.paths.gate(name)
         for stale in (gate, Path(phase_path(gate, "gen")), Path(phase_path(gate, "generated"))):
-            stale.unlink(missing_ok=True)  # an earlier run's say nothing about this one
+            stale.unlink(missing_ok=True)  # an earlier run's files say nothing about this one
         env = {**self.env, **gate_env(gate, time.time() + left)}
         return AheadStep(self, name, argv, env)
 
@@ -117,8 +117,8 @@ class AheadStep:
     def _start(self) -> RunningStep:
         r = self.runner
         self.attempts += 1
-        return start_step(self.argv, r.deadline - time.monotonic(), env=self.env, logs=r.paths.logs(self.name),
-                          started=r.paths.started(self.name), start_timeout_s=r.start_s)
+        return RunningStep(self.argv, r.deadline - time.monotonic(), env=self.env, logs=r.paths.logs(self.name),
+                           started=r.paths.started(self.name), start_timeout_s=r.start_s)
 
     def _again(self, hung: str) -> None:
         """The ranks hung in start-up: start them once more (through the gates already open), or fail."""
@@ -179,25 +179,20 @@ def step_runner(spec: PointSpec, run_dir: Path, deadline: float | None = None) -
 
 
 def _start_twice(argv: list[str], deadline: float, env: dict[str, str], paths: RunPaths, name: str,
-                 start_s: float, hung: StartTimeoutError | None = None) -> Any:
-    """Run the step; a step whose ranks hang in MPI start-up (``start_s`` seconds) is started once more (only once
-    more when its first start, which ``hung`` ended, was made elsewhere: :meth:`AheadStep.go`)."""
+                 start_s: float) -> Any:
+    """Run the step; a step whose ranks hang in MPI start-up (``start_s`` seconds) is started once more."""
     left = deadline - time.monotonic()
     for attempt in (1, 2):
-        if attempt == 1 and hung is not None:
-            e = hung
-        else:
-            try:
-                return run_step(argv, left, env=env, logs=paths.logs(name), started=paths.started(name),
-                                start_timeout_s=start_s)
-            except StartTimeoutError as err:
-                e = err
+        try:
+            return run_step(argv, left, env=env, logs=paths.logs(name), started=paths.started(name),
+                            start_timeout_s=start_s)
+        except StartTimeoutError as e:
             left = deadline - time.monotonic()
-        if attempt == 2 or left <= start_s:
-            raise LaunchError(f"{name} step failed: {e}\nstarted twice; the ranks never all got through MPI "
-                              "start-up (check cluster.launch and the MPI's process manager)") from None
-        print(f"ddlio: {name} step: {str(e).splitlines()[0]}; killed and started once more",
-              file=sys.stderr, flush=True)
+            if attempt == 2 or left <= start_s:
+                raise LaunchError(f"{name} step failed: {e}\nstarted twice; the ranks never all got through MPI "
+                                  "start-up (check cluster.launch and the MPI's process manager)") from None
+            print(f"ddlio: {name} step: {str(e).splitlines()[0]}; killed and started once more",
+                  file=sys.stderr, flush=True)
     raise AssertionError("unreachable")
 
 

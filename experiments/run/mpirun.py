@@ -127,11 +127,12 @@ def _watch_start(proc: subprocess.Popen, started: str | os.PathLike, start_timeo
 
 
 class RunningStep:
-    """An MPI step started by :func:`start_step`: :meth:`wait` for how it ended, :meth:`kill` to end it early."""
+    """An MPI step, started (the arguments of :func:`run_step`) and not waited for: :meth:`wait` for how it
+    ended, :meth:`kill` to end it early."""
 
-    def __init__(self, argv: list[str], timeout_s: float, env: Mapping[str, str] | None, cwd: str | None,
-                 logs: tuple[str | os.PathLike, str | os.PathLike] | None, started: str | os.PathLike | None,
-                 start_timeout_s: float | None) -> None:
+    def __init__(self, argv: list[str], timeout_s: float, env: Mapping[str, str] | None = None,
+                 cwd: str | None = None, logs: tuple[str | os.PathLike, str | os.PathLike] | None = None,
+                 started: str | os.PathLike | None = None, start_timeout_s: float | None = None) -> None:
         full_env = dict(os.environ)
         full_env.update(env or {})
         # the project must be importable by the ranks, wherever they start
@@ -209,19 +210,6 @@ class RunningStep:
             self._clean()
 
 
-def start_step(
-    argv: list[str],
-    timeout_s: float,
-    env: Mapping[str, str] | None = None,
-    cwd: str | None = None,
-    logs: tuple[str | os.PathLike, str | os.PathLike] | None = None,
-    started: str | os.PathLike | None = None,
-    start_timeout_s: float | None = None,
-) -> RunningStep:
-    """Start one MPI step (the arguments of :func:`run_step`) and return without waiting for it."""
-    return RunningStep(argv, timeout_s, env, cwd, logs, started, start_timeout_s)
-
-
 def run_step(
     argv: list[str],
     timeout_s: float,
@@ -243,7 +231,7 @@ def run_step(
     (its ranks never all got through MPI start-up: a lost rank, or a launcher and a process manager that hang in
     their start-up protocol), instead of holding its nodes until the time limit.
     """
-    return start_step(argv, timeout_s, env, cwd, logs, started, start_timeout_s).wait()
+    return RunningStep(argv, timeout_s, env, cwd, logs, started, start_timeout_s).wait()
 
 
 if __name__ == "__main__":  # a smallest MPI step: start, announce, wait at a gate if given one, end (tests of the
