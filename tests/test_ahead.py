@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from ddlio.mpistep import GATE_OWNER_ENV, gate_env, phase_path
 from ddlio.runpaths import RunPaths
 from experiments.run.mpirun import launch_argv, run_step
@@ -150,8 +152,9 @@ def test_an_owner_seen_from_elsewhere_is_not_checked(tmp_path):
     assert _owner("") is None and _owner("garbage") is None
 
 
-def test_a_point_measures_through_the_gate(sweep, tmp_path):
-    p = sweep("workload=tiny", "ppn=2")
+@pytest.mark.parametrize("fmt", ["hdf5", "npz"])
+def test_a_point_measures_through_the_gate(sweep, tmp_path, fmt):
+    p = sweep("workload=tiny", "ppn=2", f"format={fmt}")
     assert p.returncode == 0, p.stdout + p.stderr
     [rd] = [d for d in (tmp_path / "data" / "runs").glob("*/*") if d.is_dir()]
     paths = RunPaths(rd)
@@ -160,6 +163,9 @@ def test_a_point_measures_through_the_gate(sweep, tmp_path):
     assert opened >= manifest.stat().st_mtime - 0.01  # opened once the dataset was ready, not before
     with sqlite3.connect(tmp_path / "r.db") as c:
         assert c.execute("select status from points").fetchall() == [("completed",)]
+    # the environment is taken while the ranks start; the HDF5 library's version is added for HDF5 points only
+    packages = json.loads(paths.result.read_text())["env"]["packages"]
+    assert ("hdf5" in packages) == (fmt == "hdf5") and "numpy" in packages
 
 
 def test_a_failed_generation_ends_the_kernel_started_ahead(tmp_path, monkeypatch):

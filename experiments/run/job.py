@@ -271,7 +271,9 @@ def run_point(point: dict[str, Any], run_dir: str) -> Record:
         stale.unlink(missing_ok=True)
     t0 = time.perf_counter()
     try:
-        result, plan, info = _measure(point, rd)
+        result, plan, info, env = _measure(point, rd)
+        if point.get("format") == "hdf5":  # the HDF5 library's version too, with HDF5 points only
+            env["packages"] = envinfo.package_versions(hdf5=True)
     except DdlioError as e:
         return _failed(paths, FailureRecord.of(point, f"{type(e).__name__}: {e}", run_dir=str(rd)))
     except Exception as e:  # an unexpected bug still must not lose the point's config and error
@@ -286,7 +288,7 @@ def run_point(point: dict[str, Any], run_dir: str) -> Record:
         point=point,
         run_dir=str(rd),
         job_state="COMPLETED",
-        env=envinfo.collect(hdf5=point.get("format") == "hdf5"),  # the HDF5 library's with HDF5 points
+        env=env,
         fs=fs_info(plan.directory).to_dict(),
         layout=point_layout(manifest["layout"], spec_request(point)),
         dataset={
@@ -325,8 +327,9 @@ def _failed(paths: RunPaths, record: FailureRecord) -> FailureRecord:
     return record
 
 
-def _measure(point: dict[str, Any], rd: Path) -> tuple[ResultRecord, DatasetPlan, DatasetInfo]:
-    """Ensure the point's dataset and run the kernel on it; the kernel's record, the plan and the dataset."""
+def _measure(point: dict[str, Any], rd: Path) -> tuple[ResultRecord, DatasetPlan, DatasetInfo, dict[str, Any]]:
+    """Ensure the point's dataset and run the kernel on it; the kernel's record, the plan, the dataset and the
+    environment (versions, host: taken while the kernel's ranks start, not after they measured)."""
     paths = RunPaths(rd)
     spec = PointSpec.from_dict(point)
     deadline = time.monotonic() + float(spec.cluster.timeout_min) * 60
@@ -340,6 +343,7 @@ def _measure(point: dict[str, Any], rd: Path) -> tuple[ResultRecord, DatasetPlan
     # start for both), and wait at a gate for the job to have the dataset and the measurement lock
     kernel = step.ahead("experiments.kernel", [str(paths.kernel_spec)], spec.ranks, "kernel")
     try:
+        env = envinfo.collect(hdf5=False)  # the HDF5 library's version after the measurement (h5py: 12 MiB)
         info = ensure_dataset(
             plan, Layout(spec.layout.stripe_count, spec.layout.stripe_size, spec.layout.object_size,
                          spec.layout.pool),
@@ -356,4 +360,4 @@ def _measure(point: dict[str, Any], rd: Path) -> tuple[ResultRecord, DatasetPlan
                           "run rebuilds it") from e
     finally:
         kernel.kill()  # ended already, or started ahead of a dataset that failed
-    return ResultRecord.from_dict(json.loads(paths.kernel_result.read_text())), plan, info
+    return ResultRecord.from_dict(json.loads(paths.kernel_result.read_text())), plan, info, env
