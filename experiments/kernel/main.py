@@ -39,7 +39,10 @@ def ready(comm: Any) -> None:
     gen, generated = phase_path(gate, "gen"), phase_path(gate, "generated")
     _, found = wait_for_gate(comm, also=(gen,))
     if found == gen:
-        generate_in(comm, json.loads(Path(gen).read_text())["plan"])
+        # rank 0 reads what to write and tells the others: a file just made on another node may not be visible
+        # to every node's view of a shared file system yet
+        plan_path = comm.bcast(json.loads(Path(gen).read_text())["plan"] if comm.rank == 0 else None, root=0)
+        generate_in(comm, plan_path)
         if comm.rank == 0:
             write_json_atomic(generated, {"ranks": comm.size})
         wait_for_gate(comm)

@@ -148,7 +148,10 @@ class AheadStep:
             if not started.exists() and waited >= r.start_s:
                 self._again(f"the MPI step's ranks were not all through MPI start-up after {waited:.0f} s "
                             "(cluster.hang_timeout_s)")
-            r.left("generate")
+            if time.monotonic() >= r.deadline:
+                raise TimeLimitError(f"time limit reached: the point's cluster.timeout_min="
+                                     f"{r.spec.cluster.timeout_min} ({r.limit_s:.1f} s) ran out while the "
+                                     f"{self.name} step's ranks wrote the dataset; raise cluster.timeout_min")
             time.sleep(0.005)
 
     def go(self) -> None:
