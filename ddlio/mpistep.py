@@ -14,14 +14,19 @@ which would spin a core), until the launcher creates it (or another file of the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import sys
 import time
 
 from ddlio.errors import KernelError
 
 #: the environment variable that names the file rank 0 creates once every rank is through MPI start-up
 STARTED_ENV = "DDLIO_STEP_STARTED"
+#: the file a rank that aborts the step also writes its last words to (MPI_Abort can end the launcher before it has
+#: passed on what the rank printed)
+LAST_WORDS_ENV = "DDLIO_STEP_LAST_WORDS"
 #: the file whose creation lets a step started ahead go on (:func:`wait_for_gate`)
 GATE_ENV = "DDLIO_STEP_GATE"
 #: until when (seconds since the epoch) the ranks wait for the gate: the point's time limit
@@ -43,6 +48,17 @@ def announce_started(comm: object) -> None:
     if path and comm.rank == 0:  # type: ignore[attr-defined]
         with open(path, "w") as f:
             f.write(f"{time.time():.3f}\n")
+
+
+def last_words(text: str) -> None:
+    """What a rank says before it aborts the step: printed to its stderr, and appended to the file
+    :data:`LAST_WORDS_ENV` names, which the launcher reads when the step's own output lost it."""
+    path = os.environ.get(LAST_WORDS_ENV)
+    if path:
+        with contextlib.suppress(OSError), open(path, "a") as f:
+            f.write(text.rstrip("\n") + "\n")
+    with contextlib.suppress(OSError, ValueError):
+        print(text, file=sys.stderr, flush=True)
 
 
 def gate_env(path: str | os.PathLike, until: float) -> dict[str, str]:

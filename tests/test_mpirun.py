@@ -111,3 +111,18 @@ def test_a_start_that_always_hangs_fails_the_point_with_one_line(sweep, tmp_path
     assert p.returncode == 1
     (line,) = [ln for ln in p.stdout.splitlines() if "FAILED" in ln]
     assert "kernel step failed" in line and "MPI start-up" in line, p.stdout
+
+
+def test_a_rank_s_last_words_survive_a_launcher_that_lost_its_output(tmp_path):
+    """MPI_Abort can end mpiexec before it passed on what the aborting rank printed (seen under load: a step
+    failed with exit code 5 and an empty stderr): the rank's last words, also written to the step's last-words
+    file, are in the step's stderr tail and name its failure."""
+    code = ("import os; os.close(2); from ddlio.mpistep import last_words; "
+            "last_words('ddlio kernel: rank 1 made no progress for 3 s in epoch 0; aborting the step'); os._exit(5)")
+    res = run_step(_python(code), 60, logs=(tmp_path / "o", tmp_path / "e"))
+    assert res.returncode == 5
+    assert (tmp_path / "e").read_text() == ""  # nothing came through the step's own stderr
+    said = "ddlio kernel: rank 1 made no progress for 3 s in epoch 0; aborting the step"
+    assert res.stderr_tail.splitlines()[0] == said
+    res = run_step(_python("import os; os._exit(3)"), 60, logs=(tmp_path / "o", tmp_path / "e"))
+    assert res.returncode == 3 and res.stderr_tail == ""  # an earlier attempt's last words are not this one's

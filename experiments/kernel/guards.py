@@ -10,6 +10,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from ddlio.mpistep import last_words
+
 if TYPE_CHECKING:
     from experiments.config import PointSpec
 
@@ -21,8 +23,8 @@ def guarded_barrier(comm: Any, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not req.Test():
         if time.monotonic() > deadline:
-            print(f"ddlio kernel: rank {comm.rank} waited {timeout_s:.0f} s for the other ranks at {what}: "
-                  "a rank hung or died; aborting the step", file=sys.stderr, flush=True)
+            last_words(f"ddlio kernel: rank {comm.rank} waited {timeout_s:.0f} s for the other ranks at {what}: "
+                       "a rank hung or died; aborting the step")
             comm.Abort(4)
         time.sleep(0.001)
 
@@ -110,8 +112,7 @@ class ProgressWatch:
                 seen, self.last = now, max(self.last, time.monotonic())
                 continue
             if time.monotonic() > max(self.last, self.allowed_until) + self.timeout_s and self.epoch == epoch:
-                print(f"ddlio kernel: {self.stall_message(epoch, ep)}; aborting the step", file=sys.stderr,
-                      flush=True)
+                last_words(f"ddlio kernel: {self.stall_message(epoch, ep)}; aborting the step")
                 self.comm.Abort(5)
 
     def returned(self, ep: Any) -> int:

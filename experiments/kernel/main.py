@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ddlio.errors import FormatError, KernelError
-from ddlio.mpistep import GATE_ENV, announce_started, phase_path, wait_for_gate
+from ddlio.mpistep import GATE_ENV, announce_started, last_words, phase_path, wait_for_gate
 from ddlio.records import ResultRecord
 from ddlio.runpaths import RunPaths
 from experiments.dataset import generate_in, write_json_atomic
@@ -67,7 +67,7 @@ def main(argv: list[str]) -> int:
         print(f"ddlio kernel: {e}", file=sys.stderr, flush=True)
         return 3
     except Exception as e:
-        print(f"ddlio kernel rank {rank} failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        last_words(f"ddlio kernel rank {rank} failed: {type(e).__name__}: {e}")
         if isinstance(e, FormatError):  # the dataset's bytes are damaged: tell the job, which invalidates it
             with contextlib.suppress(OSError):
                 RunPaths(Path(spec["result_path"]).parent).damaged.write_text(f"rank {rank}: {e}\n")

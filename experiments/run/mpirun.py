@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ddlio.env import PROJECT_DIR
 from ddlio.errors import LaunchError, StartTimeoutError, TimeLimitError
-from ddlio.mpistep import STARTED_ENV, announce_started
+from ddlio.mpistep import LAST_WORDS_ENV, STARTED_ENV, announce_started
 from experiments.config import resolve_command
 
 
@@ -144,6 +144,10 @@ class RunningStep:
             self.tmpdir = tempfile.mkdtemp(prefix="ddlio-step-")
             logs = (os.path.join(self.tmpdir, "step.out"), os.path.join(self.tmpdir, "step.err"))
         self.out_path, self.err_path = os.fspath(logs[0]), os.fspath(logs[1])
+        self.last_path = self.err_path + ".last"  # a rank's last words before it aborted (ddlio.mpistep)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.last_path)
+        full_env[LAST_WORDS_ENV] = self.last_path
         self.t0 = time.perf_counter()
         try:
             with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
@@ -202,10 +206,15 @@ class RunningStep:
                 if proc.poll() is None:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
-            cause = None if proc.returncode == 0 else failure_cause(read_log(self.err_path), read_log(self.out_path),
+            err_tail = self._tail(self.err_path)
+            if proc.returncode != 0:  # what an aborting rank said, where the launcher did not pass it on
+                lost = [ln for ln in read_log(self.last_path).splitlines() if ln.strip() and ln not in err_tail]
+                err_tail = "\n".join([*lost, err_tail] if err_tail else lost)
+            cause = None if proc.returncode == 0 else failure_cause(read_log(self.err_path), err_tail,
+                                                                      read_log(self.out_path),
                                                                       returncode=proc.returncode)
             return StepResult(self.argv, proc.returncode, time.perf_counter() - t0, self._tail(self.out_path),
-                              self._tail(self.err_path), cause)
+                              err_tail, cause)
         finally:
             self._clean()
 
