@@ -37,8 +37,6 @@ from experiments.run.mpirun import RunningStep, failure_cause, headline, launch_
 from lustre import Layout
 from lustre.fs import fs_info
 
-Step = Callable[[str, list[str], int, str], None]
-
 
 class StepRunner:
     """Runs the MPI steps of a point: ``runner(module, args, ranks, name)`` runs one to its end;
