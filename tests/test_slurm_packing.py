@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import sqlite3
 import subprocess
+import time
 
 import pandas as pd
 import pytest
@@ -30,8 +31,12 @@ def test_packed_points_are_each_measured_once_and_fail_alone(slurm_cluster, swee
         assert c.execute("select count(*) from measurements").fetchone() == (4,)
     assert len(set(jobs)) == 2 and sorted(jobs.count(j) for j in set(jobs)) == [1, 3]  # tasks of 3 and 1
     base = jobs[0].split("_")[0]
-    limit = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "Timelimit", "-j", base], capture_output=True,
-                           text=True, timeout=30, check=True).stdout.split()
+    limit: list[str] = []
+    deadline = time.monotonic() + 60  # slurmdbd writes the job's record after slurmctld ran it: not at once
+    while not limit and time.monotonic() < deadline:
+        limit = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "Timelimit", "-j", base], capture_output=True,
+                               text=True, timeout=30, check=True).stdout.split()
+        time.sleep(0 if limit else 1)
     assert limit and set(limit) == {"00:15:00"}  # 3 points x 5 min
     again = sweep(*args, "retry_failed=false", timeout=300)
     assert again.returncode == 1 and "submitted" not in again.stdout  # nothing went to Slurm again

@@ -9,6 +9,7 @@ import os
 import re
 import sqlite3
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -136,8 +137,13 @@ def test_cancel_unrunnable_false_keeps_waiting(slurm_cluster, sweep, analysis, t
     p = sweep("cluster=slurm", "workload=tiny", "ppn=2", f"cluster.qos={qos}", "cluster.cancel_unrunnable=false",
               "wait=false", timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
+    want = "PENDING, QOSMaxCpuPerJobLimit (never (admin only))"
+    deadline = time.monotonic() + 60  # a job just submitted has no reason until slurmctld's next scheduling pass
     st = analysis("status", "--db", str(tmp_path / "r.db"))
-    assert "PENDING, QOSMaxCpuPerJobLimit (never (admin only))" in st.stdout, st.stdout
+    while want not in st.stdout and "no reason given" in st.stdout and time.monotonic() < deadline:
+        time.sleep(1)
+        st = analysis("status", "--db", str(tmp_path / "r.db"))
+    assert want in st.stdout, st.stdout
     with sqlite3.connect(tmp_path / "r.db") as c:
         ((job_id,),) = c.execute("select job_id from points").fetchall()
     subprocess.run(["scancel", job_id], timeout=30, check=True)
