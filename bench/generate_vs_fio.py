@@ -61,7 +61,8 @@ def point(data: Path, fmt: str, total: int, sample_size: int, files: int, ppn: i
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from experiments.config import register_configs, validate
+    from experiments.config import register_configs
+    from experiments.config.validate import validate
 
     register_configs()
     samples = max(files, total // sample_size)

@@ -56,7 +56,8 @@ def point(data: Path, size: int, total: int, procs: int, shuffle: str, cache: st
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from experiments.config import register_configs, validate
+    from experiments.config import register_configs
+    from experiments.config.validate import validate
 
     register_configs()
     samples = max(procs, total // size)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 
@@ -43,3 +44,63 @@ def lazy_import(name: str, namespace: dict[str, Any], alias: str) -> Any:
     first used (at once when it is already imported)."""
     module = sys.modules.get(name)
     return module if module is not None else LazyModule(name, namespace, alias)
+
+
+def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """``__getattr__, __dir__ = lazy_exports(__name__, {"Name": ".submodule", ...})`` in a package's ``__init__``
+    (PEP 562): each re-exported name is imported from its module (relative to the package with a leading dot, as
+    in an import statement, else absolute) on first access and kept, so a process that needs one submodule of a
+    package (an MPI rank, the job process) does not import all the others.
+
+    A name must not also be a submodule's name: the import system binds a submodule to its package's attribute
+    when it is imported, and would shadow the re-export."""
+
+    def __getattr__(name: str) -> Any:
+        sub = exports.get(name)
+        if sub is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(sub, package), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(vars(sys.modules[package])) | set(exports))
+
+    return __getattr__, __dir__
+
+
+class LazyRegistry(Mapping[str, Any]):
+    """A registry from a name to an implementation at ``"module:attribute"``, imported when that name is first
+    looked up (as fsspec's ``known_implementations``): the list of names costs nothing, and a process that uses
+    one format or one executor imports only its module. Iterating, ``len`` and ``in`` import nothing; ``values()``
+    and ``items()`` import every implementation. ``get`` maps the implementation to what the registry hands out
+    (``FORMAT_CONFS``: a format's conf)."""
+
+    def __init__(self, paths: Mapping[str, str], get: Callable[[Any], Any] | None = None) -> None:
+        self._paths = dict(paths)
+        self._get = get
+        self._loaded: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self._loaded[name]
+        except KeyError:
+            pass
+        module, _, attr = self._paths[name].partition(":")  # KeyError for a name not registered
+        value = getattr(importlib.import_module(module), attr)
+        if self._get is not None:
+            value = self._get(value)
+        self._loaded[name] = value
+        return value
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._paths
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._paths!r})"

@@ -10,10 +10,14 @@ key named) by :func:`control_problems` during validation. Two things are shell *
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
+import sys
 import unicodedata
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 #: C0 controls (newline, carriage return, tab, escape ...), DEL and C1 controls
@@ -76,3 +80,11 @@ def export_line(name: str, value: Any) -> str:
     if not ENV_NAME.match(str(name)):
         raise ValueError(f"{name!r} is not an environment variable name (letters, digits, _; not a digit first)")
     return f"export {name}={quote(value)}"
+
+
+def resolve_command(word: str) -> str | None:
+    """Find a launcher command: this interpreter's bin directory first (the venv's mpich), then PATH."""
+    local = Path(sys.executable).parent / word
+    if os.sep not in word and local.is_file() and os.access(local, os.X_OK):
+        return str(local)
+    return shutil.which(word)

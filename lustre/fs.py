@@ -7,12 +7,13 @@ the mount table for a readable name and the mount point.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from ddlio.libc import libc
 
 LUSTRE_MAGIC = 0x0BD00BD0
 
@@ -64,7 +65,7 @@ class _Statfs(ctypes.Structure):
     ]
 
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_libc = libc()
 _libc.statfs.argtypes = [ctypes.c_char_p, ctypes.POINTER(_Statfs)]
 
 

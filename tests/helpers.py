@@ -8,7 +8,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from conftest import ROOT
-from experiments.config import PointSpec, register_configs, validate
+from experiments.config import PointSpec, register_configs
+from experiments.config.validate import validate
 
 register_configs()
 

@@ -146,7 +146,8 @@ def test_the_printed_overrides_validate(models, capsys, tmp_path):
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from experiments.config import register_configs, validate
+    from experiments.config import register_configs
+    from experiments.config.validate import validate
 
     assert calibrate.main(["--model", f"{models}:tiny", "--batch", "4", "--shape", "8,8,3", "--steps", "5"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("use: python sweep.py "))

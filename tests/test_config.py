@@ -8,7 +8,8 @@ from omegaconf import OmegaConf
 
 from conftest import ROOT
 from ddlio.errors import ConfigError
-from experiments.config import LocalCluster, PointSpec, SlurmCluster, register_configs, validate
+from experiments.config import LocalCluster, PointSpec, SlurmCluster, register_configs
+from experiments.config.validate import validate
 from experiments.formats import FORMATS
 
 register_configs()

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from conftest import ROOT
 from ddlio.errors import ConfigError
 from ddlio.shell import control_problems, export_line, quote, sbatch_flag
-from experiments.config import validate
+from experiments.config.validate import validate
 from experiments.executors.slurm import job_script, render_sbatch
 from helpers import point
 

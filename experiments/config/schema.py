@@ -9,6 +9,7 @@ unknown keys and wrong types while it composes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +40,7 @@ TF_INSTALL_HINT = "reader=tf needs TensorFlow: pip install -e '.[tf]' (or pip in
 TORCH_INSTALL_HINT = "reader=torch needs PyTorch: pip install -e '.[torch]'"
 
 #: each format's conf, by format name (the registry's: experiments.formats.FORMAT_CONFS)
-FORMAT_SCHEMAS: dict[str, type[FormatConf]] = FORMAT_CONFS
+FORMAT_SCHEMAS: Mapping[str, type[FormatConf]] = FORMAT_CONFS
 
 
 @dataclass

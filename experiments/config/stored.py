@@ -12,7 +12,6 @@ The functions take a :class:`~experiments.config.point.PointSpec` (by its attrib
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +57,8 @@ DERIVED_KEYS = ("ranks", "num_files", "dataset_key", "point_key")
 
 def digest(obj: Any) -> str:
     """The key of ``obj``: the first 20 hex digits of the SHA-256 of its canonical JSON."""
+    import hashlib  # here: an MPI rank, which never computes a key, does not load OpenSSL's libcrypto
+
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 

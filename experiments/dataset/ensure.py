@@ -7,7 +7,6 @@ whose files differ in size from it, is rebuilt, never read.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
@@ -17,46 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ddlio.errors import DatasetError
 from ddlio.lazy import lazy_import
+from ddlio.plain import write_json_atomic
 from experiments.dataset.lock import dataset_lock
-from experiments.dataset.plan import LOADS, MANIFEST, RECORDS, SIZES, DatasetPlan
+from experiments.dataset.plan import LOADS, MANIFEST, DatasetPlan, load_manifest
 from experiments.dataset.verify import read_verification, whole_loads
 from experiments.formats import get_format
 from lustre import Layout, apply_layout, read_layout
 
 np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
-
-
-def data_files(plan: DatasetPlan) -> list[Path]:
-    """Every file of the dataset that a reader touches: data files and their sidecars (indexes)."""
-    fmt = get_format(plan.format, **plan.format_options)
-    out = []
-    for f in range(plan.num_files):
-        p = Path(plan.file_path(f))
-        out.append(p)
-        out += fmt.sidecars(p)
-    return out
-
-
-def load_manifest(plan: DatasetPlan) -> dict[str, Any] | None:
-    """The dataset's manifest if the dataset is complete and intact (every file present with its recorded size),
-    else None."""
-    path = Path(plan.directory) / MANIFEST
-    try:
-        manifest = json.loads(path.read_text())
-    except (FileNotFoundError, ValueError):
-        return None
-    except OSError as e:  # EIO, ESTALE ...: not a reason to delete a dataset others may be reading
-        raise DatasetError(f"cannot read {path}: {e}") from e
-    d = Path(plan.directory)
-    if manifest.get("key") != plan.key or not (d / SIZES).is_file() or not (d / RECORDS).is_file():
-        return None
-    for entry in manifest.get("files", []):
-        p = Path(plan.directory) / entry["name"]
-        if not p.is_file() or p.stat().st_size != entry["bytes"]:
-            return None
-    return manifest
 
 
 def invalidate_dataset(plan: DatasetPlan, reason: str) -> str:
@@ -72,18 +40,6 @@ def invalidate_dataset(plan: DatasetPlan, reason: str) -> str:
         os.replace(d / MANIFEST, dest)
         (d / f"invalid-{stamp}.txt").write_text(reason)
     return dest.name
-
-
-def write_json_atomic(path: str | os.PathLike, obj: Any, durable: bool = True) -> None:
-    """Write JSON so that readers see the old file or the whole new one: temp file, fsync (unless not
-    ``durable``: a note that something durable elsewhere also holds), rename."""
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1, sort_keys=True, default=str)
-        if durable:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 @dataclass

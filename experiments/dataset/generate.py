@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import json
 import os
 import sys
@@ -19,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from ddlio.lazy import lazy_import
+from ddlio.libc import libc
 from ddlio.mpistep import announce_started
-from experiments.dataset.ensure import write_json_atomic
+from ddlio.plain import write_json_atomic
 from experiments.dataset.plan import SIZES, DatasetPlan
 from experiments.dataset.verify import VERIFIED, check_files, plan_sizes, verification
 from experiments.formats import get_format
@@ -31,8 +31,7 @@ np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy
 def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
     """libc's ``sync_file_range`` (Linux), or None."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fn = libc.sync_file_range
+        fn = libc().sync_file_range
     except (OSError, AttributeError):
         return None
     fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]

@@ -1,14 +1,18 @@
-"""A synthetic dataset's plan: which file holds which sample and how big each is (bytes), and the names of the
-files a dataset directory holds beside its data files."""
+"""A synthetic dataset's plan: which file holds which sample and how big each is (bytes), the names of the files
+a dataset directory holds beside its data files, and what a reader needs of a dataset on disk (its files, its
+manifest once it is complete)."""
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
+from ddlio.errors import DatasetError
 from ddlio.lazy import lazy_import
-from experiments.formats import FORMATS, FilePayload
+from experiments.formats import FORMATS, FilePayload, get_format
 
 np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
@@ -99,3 +103,34 @@ class DatasetPlan:
         """Bytes one whole load of each file reads (``load=whole``), as recorded at generation (or when a
         ``load=whole`` point first used a dataset generated before); the kernel's byte plan for whole loads."""
         return np.load(os.path.join(self.directory, LOADS))
+
+
+def data_files(plan: DatasetPlan) -> list[Path]:
+    """Every file of the dataset that a reader touches: data files and their sidecars (indexes)."""
+    fmt = get_format(plan.format, **plan.format_options)
+    out = []
+    for f in range(plan.num_files):
+        p = Path(plan.file_path(f))
+        out.append(p)
+        out += fmt.sidecars(p)
+    return out
+
+
+def load_manifest(plan: DatasetPlan) -> dict[str, Any] | None:
+    """The dataset's manifest if the dataset is complete and intact (every file present with its recorded size),
+    else None."""
+    path = Path(plan.directory) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    except OSError as e:  # EIO, ESTALE ...: not a reason to delete a dataset others may be reading
+        raise DatasetError(f"cannot read {path}: {e}") from e
+    d = Path(plan.directory)
+    if manifest.get("key") != plan.key or not (d / SIZES).is_file() or not (d / RECORDS).is_file():
+        return None
+    for entry in manifest.get("files", []):
+        p = Path(plan.directory) / entry["name"]
+        if not p.is_file() or p.stat().st_size != entry["bytes"]:
+            return None
+    return manifest

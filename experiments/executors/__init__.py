@@ -3,21 +3,17 @@ executor's class (:class:`~experiments.executors.base.Executor`); the driver ask
 
 from __future__ import annotations
 
-from experiments.executors.base import (
-    Executor,
-    Harvest,
-    Harvested,
-    Host,
-    JobFunction,
-    Pending,
-    Submitted,
-    Tally,
-)
-from experiments.executors.local import LocalExecutor
-from experiments.executors.slurm.wait import SlurmExecutor
+from typing import TYPE_CHECKING
 
-#: cluster.executor -> the executor's class (one instance per sweep round: it may keep what the round learnt)
-EXECUTORS: dict[str, type[Executor]] = {"local": LocalExecutor, "slurm": SlurmExecutor}
+from ddlio.lazy import LazyRegistry, lazy_exports
+
+if TYPE_CHECKING:
+    from experiments.executors.base import Executor
+
+#: ``cluster.executor`` -> the executor's class, imported when first asked for (a local sweep never imports the
+#: Slurm side)
+EXECUTORS: LazyRegistry = LazyRegistry({"local": "experiments.executors.local:LocalExecutor",
+                                        "slurm": "experiments.executors.slurm.wait:SlurmExecutor"})
 
 
 def executor_for(name: str) -> Executor:
@@ -25,5 +21,12 @@ def executor_for(name: str) -> Executor:
     return EXECUTORS[name]()
 
 
-__all__ = ["EXECUTORS", "Executor", "Harvest", "Harvested", "Host", "JobFunction", "LocalExecutor", "Pending",
-           "SlurmExecutor", "Submitted", "Tally", "executor_for"]
+_EXPORTS = {
+    **dict.fromkeys(("Executor", "Harvest", "Harvested", "Host", "JobFunction", "Pending", "Submitted", "Tally"),
+                    ".base"),
+    "LocalExecutor": ".local",
+    "SlurmExecutor": ".slurm.wait",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+__all__ = sorted([*_EXPORTS, "EXECUTORS", "executor_for"], key=str.casefold)

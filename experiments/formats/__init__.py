@@ -1,7 +1,7 @@
 """The format registry: name -> :class:`~experiments.formats.base.Format` subclass.
 
 A new format is one module defining a Format subclass and its Hydra conf (a
-:class:`~experiments.formats.base.FormatConf` subclass named by ``Format.conf``), one line here, a
+:class:`~experiments.formats.base.FormatConf` subclass named by ``Format.conf``), one line in :data:`FORMATS` here, a
 ``conf/format/<name>.yaml`` and a fixture line in the conformance tests; the configuration schema
 (``experiments.config.register_configs``) takes the formats and their confs from here.
 """
@@ -10,18 +10,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from ddlio.lazy import LazyRegistry
 from experiments.formats.base import FilePayload, Format, FormatConf, Reader
-from experiments.formats.bin import Bin
-from experiments.formats.hdf5 import HDF5
-from experiments.formats.jpeg import JPEG
-from experiments.formats.npy import NPY
-from experiments.formats.npz import NPZ
-from experiments.formats.png import PNG
-from experiments.formats.tfrecord import TFRecord
 
-FORMATS: dict[str, type[Format]] = {cls.name: cls for cls in (HDF5, TFRecord, NPZ, NPY, Bin, JPEG, PNG)}
-#: each format's Hydra conf (``schema/format/<name>``), in the registry's order
-FORMAT_CONFS: dict[str, type[FormatConf]] = {name: cls.conf for name, cls in FORMATS.items()}
+#: format name -> its class, imported when the name is first looked up (a rank reading npz never imports h5py's
+#: reader module or the image formats); iterating lists the names without importing any
+_PATHS = {
+    "hdf5": "experiments.formats.hdf5:HDF5",
+    "tfrecord": "experiments.formats.tfrecord:TFRecord",
+    "npz": "experiments.formats.npz:NPZ",
+    "npy": "experiments.formats.npy:NPY",
+    "bin": "experiments.formats.bin:Bin",
+    "jpeg": "experiments.formats.jpeg:JPEG",
+    "png": "experiments.formats.png:PNG",
+}
+FORMATS: LazyRegistry = LazyRegistry(_PATHS)
+#: format name -> its Hydra conf (``FORMATS[name].conf``), imported as FORMATS imports
+FORMAT_CONFS: LazyRegistry = LazyRegistry(_PATHS, get=lambda cls: cls.conf)
 
 
 def get_format(name: str, **options: Any) -> Format:

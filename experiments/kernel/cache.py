@@ -7,7 +7,6 @@ steady, or push it out with an untimed read of a large flush file."""
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import mmap
 import os
 import time
@@ -15,13 +14,14 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ddlio.lazy import lazy_import
+from ddlio.libc import libc
 
 np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
 PAGE = mmap.PAGESIZE
 _WINDOW = 1 << 30  # map at most 1 GiB at a time
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_libc = libc()
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]

@@ -13,9 +13,10 @@ from typing import Any
 
 from ddlio.errors import FormatError, KernelError
 from ddlio.mpistep import GATE_ENV, announce_started, last_words, phase_path, wait_for_gate
+from ddlio.plain import write_json_atomic
 from ddlio.records import ResultRecord
 from ddlio.runpaths import RunPaths
-from experiments.dataset import generate_in, write_json_atomic
+from experiments.dataset.generate import generate_in
 from experiments.kernel.kernel import Kernel
 
 

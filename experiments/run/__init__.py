@@ -3,11 +3,17 @@ MPI steps and each point's life cycle. Importers write ``from experiments.run im
 
 from __future__ import annotations
 
-from experiments.run.driver import Driver, Tracker, launch, new_sweep_id
-from experiments.run.job import failure_record, generation_runner, run_point, step_runner
-from experiments.run.plan import dry_run
-from experiments.run.progress import SweepReport
-from experiments.run.records import private_dir, run_dir_for
+from ddlio.lazy import lazy_exports
 
-__all__ = ["Driver", "SweepReport", "Tracker", "dry_run", "failure_record", "generation_runner", "launch",
-           "new_sweep_id", "private_dir", "run_dir_for", "run_point", "step_runner"]
+_EXPORTS = {
+    **dict.fromkeys(("Driver", "Tracker", "launch", "new_sweep_id"), ".driver"),
+    **dict.fromkeys(("failure_record", "generation_runner", "run_point", "step_runner"), ".job"),
+    "dry_run": ".plan",
+    "SweepReport": ".progress",
+    **dict.fromkeys(("private_dir", "run_dir_for"), ".records"),
+}
+#: each name is imported from its module on first use: the job process, which unpickles ``run_point``, does not
+#: import the driver's side
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+__all__ = sorted(_EXPORTS, key=str.casefold)

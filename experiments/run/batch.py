@@ -20,9 +20,9 @@ from ddlio.errors import ConfigError
 from ddlio.secrets import driver_db, mask
 from ddlio.store import Point, check_store, open_store_for_writing, store_id
 from ddlio.units import format_size
-from experiments.config import PointSpec, validate
+from experiments.config import PointSpec
+from experiments.config.validate import validate
 from experiments.dataset import DatasetPlan, load_manifest
-from experiments.executors.slurm import check_available, check_runnable
 from experiments.kernel import flush_path
 from experiments.run.driver import launch, new_sweep_id
 from experiments.run.plan import dry_run
@@ -159,6 +159,8 @@ def run_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], cwd: s
     dry = bool(driver.get("dry_run"))
     unrunnable = ""
     if any(s.cluster.executor == "slurm" for s in specs):
+        from experiments.executors.slurm import check_available, check_runnable  # lazy: Slurm points only
+
         if not dry:
             check_available()
         unrunnable = check_runnable(specs, echo if dry else lambda m: print(m, file=sys.stderr), dry_run=dry)

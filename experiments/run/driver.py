@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from ddlio.records import FailureRecord, Outcome, Record, ResultRecord
 from experiments.config import PointSpec
-from experiments.executors import EXECUTORS, Executor, Submitted, executor_for
+from experiments.executors import Executor, Submitted, executor_for
 from experiments.run.claims import claim_alive
 from experiments.run.job import run_point
 from experiments.run.lifecycle import LIVE, Action, Event, Life, State, scheduler_event
@@ -244,12 +244,25 @@ def launch(
     return report
 
 
+class Executors(dict):
+    """The executors a round needs, by name: those of its points, and any other made when first asked for (an
+    earlier driver's job of another executor to harvest). A local sweep never imports the Slurm side."""
+
+    @classmethod
+    def of(cls, points: Sequence[PointSpec]) -> Executors:
+        return cls((name, executor_for(name)) for name in dict.fromkeys(s.cluster.executor for s in points))
+
+    def __missing__(self, name: str) -> Executor:
+        self[name] = executor_for(name)
+        return self[name]
+
+
 def _round(points: Sequence[PointSpec], force: bool, retry_failed: bool, wait: bool,
            driver: Driver) -> list[PointSpec]:
     """Plan, measure and wait for ``points`` once; return those to plan again (see :func:`_follow`)."""
     report, echo = driver.report, driver.echo
     skipped, not_retried = report.skipped, report.not_retried
-    executors = {name: executor_for(name) for name in EXECUTORS}
+    executors = Executors.of(points)
     planned = plan(points, force, retry_failed, driver, executors)
     if report.skipped > skipped:
         echo(f"{report.skipped - skipped} of {len(points)} points already measured: skipped "

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ddlio.env import PROJECT_DIR
 from ddlio.errors import LaunchError, StartTimeoutError, TimeLimitError
 from ddlio.mpistep import LAST_WORDS_ENV, STARTED_ENV, announce_started
-from experiments.config import resolve_command
+from ddlio.shell import resolve_command
 
 
 @dataclass

@@ -5,7 +5,7 @@ what is new, failed or lost (or forced). And :func:`dry_run`: what a sweep would
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,7 +14,6 @@ from ddlio.records import FailureRecord, ResultRecord, read_record
 from ddlio.runpaths import RunPaths
 from experiments.config import PointSpec
 from experiments.executors import EXECUTORS, Executor, Harvest, Pending, executor_for
-from experiments.executors.slurm import resources
 from experiments.run.lifecycle import Action, Event, State, stored_state
 from experiments.run.records import job_info, run_dir_for
 
@@ -46,7 +45,7 @@ class Plan:
 
 
 def plan(points: Sequence[PointSpec], force: bool, retry_failed: bool, driver: Driver,
-         executors: dict[str, Executor]) -> Plan:
+         executors: Mapping[str, Executor]) -> Plan:
     """Sort the points by the life cycle (see the module); returns the round's :class:`Plan`."""
     out = Plan()
     bulk = _claim_all(points, force, driver)
@@ -164,6 +163,8 @@ def _harvest_unnoted(job: Harvest, driver: Driver, out: Plan) -> None:
 def dry_run(points: Sequence[PointSpec], echo: Callable[[str], None] = print, store_id: str = "") -> None:
     """Print what :func:`~experiments.run.driver.launch` would submit (points, resources, and for Slurm the whole
     job script sbatch would receive) and write nothing."""
+    from experiments.executors.slurm import resources  # lazy: a sweep that runs its points never needs it
+
     echo(f"dry run: {len(points)} point(s), nothing is submitted or written")
     groups: dict[tuple, list[PointSpec]] = {}
     for spec in points:

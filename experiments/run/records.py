@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from ddlio.env import PROJECT_DIR
+from ddlio.plain import write_json_atomic
 from ddlio.records import LOST_WORDS, FailureRecord, Outcome
 from ddlio.runpaths import RunPaths, runs_dir
 from experiments.config import PointSpec
-from experiments.dataset import write_json_atomic
 from experiments.executors.slurm import render_sbatch, site_options
 from experiments.run.mpirun import failure_cause, read_log
 

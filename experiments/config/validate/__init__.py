@@ -5,9 +5,9 @@ valid choices, and freezes the checked values into a :class:`~experiments.config
 Each concern's check returns the fields it normalised, by the spec they belong to (:func:`point_fields`); the
 point is built from exactly those (tests/test_point_fields.py holds every view of a field to one table).
 
-In ``experiments.config`` the name ``validate`` is this function, not the package: reach a concern's module with
-``from experiments.config.validate import run`` (``import experiments.config.validate.run as run`` fails), and
-monkeypatch the module object, e.g. ``monkeypatch.setattr(run, "tf_available", ...)``.
+Import the function as ``from experiments.config.validate import validate`` (``experiments.config.validate`` is this
+package). Reach a concern's module with ``from experiments.config.validate import run`` and monkeypatch the module
+object, e.g. ``monkeypatch.setattr(run, "tf_available", ...)``.
 """
 
 from __future__ import annotations

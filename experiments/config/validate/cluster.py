@@ -3,24 +3,12 @@ the ranks' environment and the MPI launch line. Times in seconds unless named in
 
 from __future__ import annotations
 
-import os
 import shlex
-import shutil
-import sys
-from pathlib import Path
 from typing import Any
 
-from ddlio.shell import ENV_NAME
+from ddlio.shell import ENV_NAME, resolve_command
 from experiments.config.schema import EXECUTORS, MAX_TIMEOUT_MIN
 from experiments.config.validate.values import choice, int_range, positive
-
-
-def resolve_command(word: str) -> str | None:
-    """Find a launcher command: this interpreter's bin directory first (the venv's mpich), then PATH."""
-    local = Path(sys.executable).parent / word
-    if os.sep not in word and local.is_file() and os.access(local, os.X_OK):
-        return str(local)
-    return shutil.which(word)
 
 
 def check_executor(problems: list[str], cl: dict[str, Any]) -> str:

@@ -12,64 +12,22 @@ re-exported here.
 
 from __future__ import annotations
 
-from ddlio.jobstates import (
-    HELD,
-    LIMIT,
-    NEVER,
-    REASONS,
-    RUNNING,
-    SACCT_FIELDS,
-    SQUEUE_FORMAT,
-    STARTING,
-    STATES,
-    TERMINAL,
-    UNKNOWN,
-    VANISHED,
-    WAITING,
-    WAITS,
-    JobState,
-    JobWatcher,
-    Kind,
-    Runner,
-    expand_job_id,
-    fmt_duration,
-    job_states,
-    normalize_state,
-    parse_sacct,
-    parse_squeue,
-    reason_kind,
-    run_command,
-    state_kind,
-    states_of,
-)
-from experiments.executors.slurm.checks import (
-    check_available,
-    check_runnable,
-    is_submit_limit,
-    point_problems,
-    unrunnable,
-)
-from experiments.executors.slurm.executor import cancel, executor_parameters, make_executor, resources, site_options
-from experiments.executors.slurm.reproducer import TEMPLATES, job_script, render_sbatch
-from experiments.executors.slurm.site import (
-    Limits,
-    Partition,
-    SiteInfo,
-    ask_limits,
-    ask_site,
-    max_array_size,
-    parse_config,
-    parse_limits,
-    parse_minutes,
-    parse_partitions,
-)
+from ddlio.lazy import lazy_exports
 
-__all__ = [
-    "HELD", "LIMIT", "NEVER", "REASONS", "RUNNING", "SACCT_FIELDS", "SQUEUE_FORMAT", "STARTING", "STATES",
-    "TEMPLATES", "TERMINAL", "UNKNOWN", "VANISHED", "WAITING", "WAITS", "JobState", "JobWatcher", "Kind", "Limits",
-    "Partition", "Runner", "SiteInfo", "ask_limits", "ask_site", "cancel", "check_available", "check_runnable",
-    "executor_parameters", "expand_job_id", "fmt_duration", "is_submit_limit", "job_script", "job_states",
-    "make_executor", "max_array_size", "normalize_state", "parse_config", "parse_limits", "parse_minutes",
-    "parse_partitions", "parse_sacct", "parse_squeue", "point_problems", "reason_kind", "render_sbatch",
-    "resources", "run_command", "site_options", "state_kind", "states_of", "unrunnable",
-]
+_EXPORTS = {
+    **dict.fromkeys(("HELD", "LIMIT", "NEVER", "REASONS", "RUNNING", "SACCT_FIELDS", "SQUEUE_FORMAT", "STARTING",
+                     "STATES", "TERMINAL", "UNKNOWN", "VANISHED", "WAITING", "WAITS", "JobState", "JobWatcher", "Kind",
+                     "Runner", "expand_job_id", "fmt_duration", "job_states", "normalize_state", "parse_sacct",
+                     "parse_squeue", "reason_kind", "run_command", "state_kind", "states_of"), "ddlio.jobstates"),
+    **dict.fromkeys(("check_available", "check_runnable", "is_submit_limit", "point_problems", "unrunnable"),
+                    ".checks"),
+    **dict.fromkeys(("cancel", "executor_parameters", "make_executor", "resources", "site_options"), ".executor"),
+    **dict.fromkeys(("TEMPLATES", "job_script", "render_sbatch"), ".reproducer"),
+    **dict.fromkeys(("Limits", "Partition", "SiteInfo", "ask_limits", "ask_site", "max_array_size", "parse_config",
+                     "parse_limits", "parse_minutes", "parse_partitions"), ".site"),
+}
+#: each name is imported from its module on first use (a local sweep that asks for ``resources`` does not import
+#: the site's queries or the reproducer's templates)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+__all__ = sorted(_EXPORTS, key=str.casefold)
