@@ -78,7 +78,8 @@ class RunPaths:
 
     @property
     def controller_log(self) -> Path:
-        """Where submitit's local controller writes (its own tracebacks)."""
+        """Where submitit's local controller wrote its own tracebacks, in run folders of ddlio before 2026-12-04
+        (a local job has no controller since: its process writes ``<job id>_0_log.out/err`` from its first byte)."""
         return self.job_folder / "controller.log"
 
     # ---------------------------------------------------------------------------------------- the kernel

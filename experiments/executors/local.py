@@ -1,13 +1,24 @@
-"""The local executor: one point at a time on this machine, each a submitit local job (its controller's PID is
-the job id), waited for to its end before the next starts."""
+"""The local executor: one point at a time on this machine, each a submitit local job whose process is the job
+itself (its PID is the job id), waited for to its end before the next starts.
+
+submitit's own local executor starts a controller process (``python -m submitit.local._local``) that starts the
+job's process and watches its time limit. For ddlio's one task a job, that controller is one more Python process
+with all of submitit imported (17 MiB and ~0.15 s of start-up, in front of the job's own start, on every point);
+:class:`DirectLocalExecutor` starts the job's process itself, with the environment the controller gives a task,
+and the driver, which watches the job anyway, keeps the backstop time limit. The job stays submitit's: pickled by
+submitit, run by submitit's entry (:mod:`experiments.executors.entry`), its logs and result under submitit's names.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import sys
+import shlex
+import signal
+import subprocess
+import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,22 +27,24 @@ from ddlio.runpaths import RunPaths, local_measurement_lock
 from ddlio.signals import interrupt_name
 from experiments.config import PointSpec
 from experiments.executors.base import Harvest, Harvested, Host, Pending, Submitted
-from experiments.executors.entry import job_python
+from experiments.executors.entry import SELF_JOB_ID, job_python
 
 #: how often the driver looks whether a local job has left its record or is done (seconds; a look is two stat
 #: calls and a waitpid)
 LOCAL_POLL_S = 0.02
 #: how often the driver looks into the run folder of a re-attached local job (seconds)
 FILE_POLL_S = 0.5
-#: submitit's own time limit for a local job comes this much after the point's (minutes): a backstop only
+#: the driver stops a local job this long after the point's own time limit (minutes): a backstop only, for a job
+#: that failed to stop itself
 LOCAL_BACKSTOP_MIN = 1.0
-#: after Ctrl-C, how long the driver waits for the local job to record that it was interrupted (seconds)
+#: after Ctrl-C (or the backstop), how long the driver waits for the local job to record that it was interrupted
+#: before it kills it (seconds)
 INTERRUPT_GRACE_S = 5.0
 
 
 def local_job_alive(job_id: Any) -> bool:
-    """Whether a local submitit job (its controller's PID) still runs: alive, not a zombie, and still submitit's
-    controller (a recycled PID belongs to some other program)."""
+    """Whether a local submitit job (its process's PID; a controller's for jobs of earlier releases) still runs:
+    alive, not a zombie, and still submitit's (a recycled PID belongs to some other program)."""
     try:
         pid = int(job_id)
         status = Path(f"/proc/{pid}/status").read_text()
@@ -41,23 +54,57 @@ def local_job_alive(job_id: Any) -> bool:
     return "\nState:\tZ" not in status and b"submitit" in cmdline
 
 
-@contextlib.contextmanager
-def output_to(path: Path) -> Iterator[None]:
-    """Point this process's stdout and stderr file descriptors at ``path`` for the duration, so that a child
-    started meanwhile (submitit's local controller) writes there and not into the user's terminal."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = [os.dup(1), os.dup(2)]
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+def task_env(timeout_min: float, signal_delay_s: int) -> dict[str, str]:
+    """What submitit's local controller puts in its task's environment (``submitit.local.local``), for a job of
+    one task on one node. The job id, the task's own PID, is set by the task's entry (:data:`SELF_JOB_ID`)."""
+    return {"SUBMITIT_EXECUTOR": "local", "SUBMITIT_LOCAL_NTASKS": "1", "SUBMITIT_LOCAL_NODEID": "0",
+            "SUBMITIT_LOCAL_JOB_NUM_NODES": "1", "SUBMITIT_LOCAL_LOCALID": "0", "SUBMITIT_LOCAL_GLOBALID": "0",
+            "SUBMITIT_LOCAL_TIMEOUT_S": str(int(60 * timeout_min)),
+            "SUBMITIT_LOCAL_SIGNAL_DELAY_S": str(signal_delay_s), "SUBMITIT_STDERR_TO_STDOUT": "",
+            "SUBMITIT_LOCAL_WITH_SHELL": "", "CUDA_VISIBLE_DEVICES": "",
+            "SUBMITIT_LOCAL_JOB_ID": SELF_JOB_ID}
+
+
+def start_task(folder: Path, command: str, env: dict[str, str]) -> subprocess.Popen:
+    """Start a local job's one task, ``command`` (submitit's command line, its words quoted for a shell), with its
+    output in submitit's ``<job id>_0_log.out`` and ``.err`` in ``folder``: opened under temporary names and
+    renamed once the PID (the job id) is known, so every byte the task writes, its interpreter's first included,
+    is there."""
+    folder.mkdir(parents=True, exist_ok=True)
+    logs = [tempfile.mkstemp(dir=folder, prefix=".starting-", suffix=suffix) for suffix in (".out", ".err")]
     try:
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        yield
+        process = subprocess.Popen(shlex.split(command), env={**os.environ, **env}, stdin=subprocess.DEVNULL,
+                                   stdout=logs[0][0], stderr=logs[1][0])
+        for (_, tmp), stream in zip(logs, ("out", "err"), strict=True):
+            os.replace(tmp, folder / f"{process.pid}_0_log.{stream}")
+    except BaseException:
+        for _, tmp in logs:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise
     finally:
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for f in (fd, *saved):
-            os.close(f)
+        for fd, _ in logs:
+            os.close(fd)
+    return process
+
+
+def direct_executor(folder: Path, timeout_min: float) -> Any:
+    """submitit's local executor for one point, its job's process started directly (see the module)."""
+    import submitit  # lazy: start-up speed (submitit is needed once a point runs)
+    from submitit.local.local import LocalJob
+
+    class DirectLocalExecutor(submitit.LocalExecutor):
+        """``submitit.LocalExecutor`` without the controller: ``_submit_command`` starts the task itself."""
+
+        def _submit_command(self, command: str) -> LocalJob:
+            env = task_env(float(self.parameters.get("timeout_min", 2.0)),
+                           int(self.parameters.get("signal_delay_s", 30)))
+            process = start_task(Path(self.folder), command, env)
+            return LocalJob(folder=self.folder, job_id=str(process.pid), process=process, tasks=[0])
+
+    executor = DirectLocalExecutor(folder=folder, max_num_timeout=0, python=job_python())
+    executor.update_parameters(timeout_min=timeout_min)
+    return executor
 
 
 class LocalExecutor:
@@ -109,26 +156,27 @@ class LocalExecutor:
         return local_measurement_lock(spec.data_root)
 
     def _run(self, spec: PointSpec, host: Host) -> None:
-        import submitit  # lazy: start-up speed (submitit is needed once a point runs)
-
         rd = host.prepare(spec)
         folder = RunPaths(rd).job_folder
-        # the point keeps its own time limit (run_point); submitit's, a little later, is only a backstop
-        executor = submitit.LocalExecutor(folder=folder, max_num_timeout=0, python=job_python())
-        executor.update_parameters(timeout_min=float(spec.cluster.timeout_min) + LOCAL_BACKSTOP_MIN)
+        # the point keeps its own time limit (run_point); the driver's, a little later, is only a backstop
+        timeout_min = float(spec.cluster.timeout_min) + LOCAL_BACKSTOP_MIN
+        executor = direct_executor(folder, timeout_min)
         t0 = time.perf_counter()
-        folder.mkdir(parents=True, exist_ok=True)
-        with output_to(RunPaths(rd).controller_log):  # submitit's controller writes its own tracebacks there
-            job = executor.submit(host.job, spec.to_dict(), str(rd))
+        job = executor.submit(host.job, spec.to_dict(), str(rd))
         host.submitted(spec, str(job.job_id), rd, folder, self.name)
         host.report.submitted += 1
-        record: Record
+        record: Record | None
         try:
             # the job's own record, written before it returns (prepare_run_dir archived any earlier one): the point
-            # is done then, without waiting for submitit's pickle and for the job and its controller to exit
-            # (~0.1 s); submitit's result covers a job that died without writing one
+            # is done then, without waiting for submitit's pickle and for the job to exit (~0.1 s); submitit's
+            # result covers a job that died without writing one
+            backstop = time.monotonic() + 60 * timeout_min
             record = read_record(rd)
             while record is None and not job.done():  # submitit's own wait polls once a second
+                if time.monotonic() > backstop:
+                    record = _stopped(job, spec, rd, f"the point's time limit ({spec.cluster.timeout_min:g} min) "
+                                      f"and {LOCAL_BACKSTOP_MIN:g} min more passed and the job had not stopped")
+                    break
                 host.heartbeat()
                 time.sleep(LOCAL_POLL_S)
                 record = read_record(rd)
@@ -143,17 +191,38 @@ class LocalExecutor:
         host.finish(spec, record, time.perf_counter() - t0)
 
 
-def _interrupted(job: Any, spec: PointSpec, rd: Path, how: str = "Ctrl-C") -> Record:
-    """After Ctrl-C (or SIGTERM, ``how``): stop the local job (it may not have seen the signal), wait a little for
-    the failure record it writes of itself, else the point's record as interrupted, so a rerun measures it again."""
+def _stop(job: Any, rd: Path) -> Record | None:
+    """Interrupt a local job (SIGINT, as Ctrl-C would), wait a little for the failure record it writes of itself,
+    kill it if it is still there; the record, if it wrote one."""
     with contextlib.suppress(Exception):
         job.cancel(check=False)
     end = time.monotonic() + INTERRUPT_GRACE_S
-    record = None
-    while record is None and time.monotonic() < end:
+    record = read_record(rd)
+    while record is None and time.monotonic() < end and not job.done():
+        time.sleep(LOCAL_POLL_S)
         record = read_record(rd)
-        if record is None:
-            time.sleep(LOCAL_POLL_S)
+    process = getattr(job, "_process", None)
+    if process is not None and process.poll() is None:
+        with contextlib.suppress(OSError):
+            process.send_signal(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=INTERRUPT_GRACE_S)
+    return record or read_record(rd)
+
+
+def _stopped(job: Any, spec: PointSpec, rd: Path, why: str) -> Record:
+    """The backstop: the job outlived its time limit; stop it and record the point as timed out."""
+    record = _stop(job, rd)
+    if isinstance(record, FailureRecord) or record is None:
+        record = FailureRecord.of(spec.to_dict(), f"stopped by the driver: {why}; a rerun measures it again",
+                                  job_state="TIMEOUT", run_dir=str(rd))
+    return record
+
+
+def _interrupted(job: Any, spec: PointSpec, rd: Path, how: str = "Ctrl-C") -> Record:
+    """After Ctrl-C (or SIGTERM, ``how``): stop the local job (it may not have seen the signal), wait a little for
+    the failure record it writes of itself, else the point's record as interrupted, so a rerun measures it again."""
+    record = _stop(job, rd)
     if not isinstance(record, FailureRecord):
         record = FailureRecord.of(spec.to_dict(), f"interrupted ({how}) before the point finished; a rerun "
                                   "measures it again", job_state="INTERRUPTED", run_dir=str(rd))
