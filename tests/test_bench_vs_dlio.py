@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -83,9 +84,10 @@ def test_bad_size_is_one_message(vs: object) -> None:
 
 
 def test_the_floor_runs_ddlios_process_structure_with_libraries_only(vs: object, tmp_path: Path) -> None:
-    """The floor, run and sampled as the bench does: its five Python processes are all alive at the peak, the
-    ranks with numpy, the job process without it (as experiments.executors.entry starts it)."""
-    cmd = vs.floor_command(vs.Workload())
+    """The floor, run and sampled as the bench does: its four Python processes are all alive at the peak, the
+    driver having composed a config and committed its row, the ranks with numpy, the job process without it (as
+    experiments.executors.entry starts it)."""
+    cmd = vs.floor_command(vs.Workload(), tmp_path)
     seen: dict[int, str] = {}
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -100,11 +102,13 @@ def test_the_floor_runs_ddlios_process_structure_with_libraries_only(vs: object,
     out = proc.communicate(timeout=60)[0].decode(errors="replace")
     assert proc.returncode == 0, out
     lines = list(seen.values())
-    assert sum("sqlalchemy.orm" in c for c in lines) == 1  # the driver
-    assert sum("submitit.local.local" in c and "sqlalchemy" not in c for c in lines) == 1  # the controller
-    assert sum("submitit.core.submission" in c and "submitit.local" not in c for c in lines) == 1  # the job
+    assert sum("floor_driver.py" in c for c in lines) == 1  # the driver
+    assert sum("submitit.core.submission" in c and "floor_driver" not in c for c in lines) == 1  # the job
     ranks = [c for c in lines if c.startswith(sys.executable) and "mpi4py" in c and "submitit" not in c]
     assert len(ranks) == 2, lines
+    assert len(lines) == 6, lines  # and mpiexec and its proxy: no other process
+    with sqlite3.connect(tmp_path / "floor.db") as c:
+        assert c.execute("select format, ranks from points").fetchall() == [("npz", 2)]  # composed, then stored
 
 
 def test_a_timed_run_is_watched_by_nothing_and_keeps_its_output(vs: object, tmp_path: Path) -> None:
