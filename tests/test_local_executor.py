@@ -173,3 +173,31 @@ def test_the_driver_stops_a_job_that_outlives_its_time_limit(tmp_path, monkeypat
     with contextlib.suppress(ChildProcessError):
         os.waitpid(int(job_id), os.WNOHANG)
     assert not Path(f"/proc/{job_id}").exists() or "State:\tZ" in Path(f"/proc/{job_id}/status").read_text()
+
+
+def test_a_reattached_job_past_its_time_limit_is_stopped_by_the_driver_that_waits_for_it(tmp_path, monkeypatch):
+    """A driver that re-attaches to a local job an earlier driver started keeps the job's backstop too, counted
+    from the job process's start (/proc), and stops it past the limit: SIGINT, then SIGKILL when it is ignored."""
+    from experiments.executors.base import Pending
+
+    monkeypatch.setattr(local, "LOCAL_BACKSTOP_MIN", 0.0)
+    monkeypatch.setattr(local, "INTERRUPT_GRACE_S", 0.5)
+    monkeypatch.setattr(local, "FILE_POLL_S", 0.05)
+    spec = point(tmp_path, "cluster.timeout_min=0.05")  # 3 s
+    # a stand-in for the earlier driver's job: its command line names submitit, as a job's does; it ignores SIGINT
+    code = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(600)"
+    job = subprocess.Popen([sys.executable, "-c", code, "submitit.core._submit"])
+    try:
+        time.sleep(0.3)
+        assert local_job_alive(job.pid) and 0 < local.process_age_s(job.pid) < 60
+        host = _Host(tmp_path)
+        rd = tmp_path / "run"
+        rd.mkdir()
+        LocalExecutor().wait([Pending(spec, str(job.pid), rd, state="RUNNING")], [], host)
+        (record,) = host.outcomes
+        assert isinstance(record, FailureRecord) and record.job_state == "TIMEOUT", record
+        assert job.wait(timeout=30) == -signal.SIGKILL  # it ignored the SIGINT
+    finally:
+        job.kill()
+        job.wait(timeout=30)
+    assert local.process_age_s(job.pid) == 0.0  # gone

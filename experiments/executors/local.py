@@ -99,8 +99,8 @@ def direct_executor(folder: Path, timeout_min: float) -> Any:
         def _submit_command(self, command: str) -> LocalJob:
             env = task_env(float(self.parameters.get("timeout_min", 2.0)),
                            int(self.parameters.get("signal_delay_s", 30)))
-            process = start_task(Path(self.folder), command, env)
-            return LocalJob(folder=self.folder, job_id=str(process.pid), process=process, tasks=[0])
+            self.process = start_task(Path(self.folder), command, env)
+            return LocalJob(folder=self.folder, job_id=str(self.process.pid), process=self.process, tasks=[0])
 
     executor = DirectLocalExecutor(folder=folder, max_num_timeout=0, python=job_python())
     executor.update_parameters(timeout_min=timeout_min)
@@ -120,12 +120,19 @@ class LocalExecutor:
         return Submitted()
 
     def wait(self, pending: Sequence[Pending], held: Sequence[PointSpec], host: Host) -> None:
-        """Wait for the files of local jobs an earlier driver started (a local executor holds nothing back)."""
+        """Wait for the files of local jobs an earlier driver started (a local executor holds nothing back), and
+        keep their backstop time limit, counted from the job process's start."""
         for p in pending:
+            limit_s = 60 * (float(p.spec.cluster.timeout_min) + LOCAL_BACKSTOP_MIN)
+            record: Record | None = None
             while local_job_alive(p.job_id) and read_record(p.run_dir) is None:
+                if process_age_s(int(p.job_id)) > limit_s:
+                    record = _stopped(_Reattached(int(p.job_id)), p.spec, p.run_dir, _overdue(p.spec))
+                    break
                 host.heartbeat()
                 time.sleep(FILE_POLL_S)
-            record = read_record(p.run_dir) or host.lost(p.spec, p.job_id, "EXITED", p.run_dir, job_state="FAILED")
+            record = record or read_record(p.run_dir) or host.lost(p.spec, p.job_id, "EXITED", p.run_dir,
+                                                                     job_state="FAILED")
             host.finish(p.spec, record)
 
     def harvest(self, jobs: Sequence[Harvest], host: Host) -> Harvested:
@@ -174,8 +181,7 @@ class LocalExecutor:
             record = read_record(rd)
             while record is None and not job.done():  # submitit's own wait polls once a second
                 if time.monotonic() > backstop:
-                    record = _stopped(job, spec, rd, f"the point's time limit ({spec.cluster.timeout_min:g} min) "
-                                      f"and {LOCAL_BACKSTOP_MIN:g} min more passed and the job had not stopped")
+                    record = _stopped(_Child(executor.process), spec, rd, _overdue(spec))
                     break
                 host.heartbeat()
                 time.sleep(LOCAL_POLL_S)
@@ -183,7 +189,8 @@ class LocalExecutor:
             if record is None:
                 record = read_record(rd) or job.result()
         except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: stop the job, store what it says of itself, then stop
-            host.finish(spec, _interrupted(job, spec, rd, interrupt_name(e)), time.perf_counter() - t0)
+            host.finish(spec, _interrupted(_Child(executor.process), spec, rd, interrupt_name(e)),
+                        time.perf_counter() - t0)
             raise
         except Exception as e:  # the job itself died (killed, timed out): still record the point
             state = str(getattr(job, "state", "FAILED"))
@@ -191,26 +198,67 @@ class LocalExecutor:
         host.finish(spec, record, time.perf_counter() - t0)
 
 
-def _stop(job: Any, rd: Path) -> Record | None:
-    """Interrupt a local job (SIGINT, as Ctrl-C would), wait a little for the failure record it writes of itself,
-    kill it if it is still there; the record, if it wrote one."""
-    with contextlib.suppress(Exception):
-        job.cancel(check=False)
+def process_age_s(pid: int) -> float:
+    """How long process ``pid`` has run (seconds), from its start time in ``/proc/<pid>/stat``; 0 if it is gone."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return uptime - ticks / os.sysconf("SC_CLK_TCK")
+
+
+class _Child:
+    """A local job this driver started (its process is the driver's child), as :func:`_stop` handles it."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process = process
+
+    def signal(self, sig: int) -> None:
+        self.process.send_signal(sig)
+        if sig == signal.SIGKILL:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=INTERRUPT_GRACE_S)
+
+    def done(self) -> bool:
+        return self.process.poll() is not None
+
+
+class _Reattached:
+    """A local job an earlier driver started, by its PID (not this driver's child), as :func:`_stop` handles it."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def signal(self, sig: int) -> None:
+        if local_job_alive(self.pid):  # still the job (a recycled PID is some other program's)
+            os.kill(self.pid, sig)
+
+    def done(self) -> bool:
+        return not local_job_alive(self.pid)
+
+
+def _overdue(spec: PointSpec) -> str:
+    return (f"the point's time limit ({spec.cluster.timeout_min:g} min) and {LOCAL_BACKSTOP_MIN:g} min more passed "
+            "and the job had not stopped")
+
+
+def _stop(job: _Child | _Reattached, rd: Path) -> Record | None:
+    """Interrupt a local job (SIGINT, as Ctrl-C would: it stops its MPI step and writes its failure record), give it
+    :data:`INTERRUPT_GRACE_S` to end, kill it if it has not (as submitit's controller did); the record it wrote, if
+    any."""
+    with contextlib.suppress(OSError):
+        job.signal(signal.SIGINT)
     end = time.monotonic() + INTERRUPT_GRACE_S
-    record = read_record(rd)
-    while record is None and time.monotonic() < end and not job.done():
+    while time.monotonic() < end and not job.done():
         time.sleep(LOCAL_POLL_S)
-        record = read_record(rd)
-    process = getattr(job, "_process", None)
-    if process is not None and process.poll() is None:
+    if not job.done():
         with contextlib.suppress(OSError):
-            process.send_signal(signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=INTERRUPT_GRACE_S)
-    return record or read_record(rd)
+            job.signal(signal.SIGKILL)
+    return read_record(rd)
 
 
-def _stopped(job: Any, spec: PointSpec, rd: Path, why: str) -> Record:
+def _stopped(job: _Child | _Reattached, spec: PointSpec, rd: Path, why: str) -> Record:
     """The backstop: the job outlived its time limit; stop it and record the point as timed out."""
     record = _stop(job, rd)
     if isinstance(record, FailureRecord) or record is None:
@@ -219,7 +267,7 @@ def _stopped(job: Any, spec: PointSpec, rd: Path, why: str) -> Record:
     return record
 
 
-def _interrupted(job: Any, spec: PointSpec, rd: Path, how: str = "Ctrl-C") -> Record:
+def _interrupted(job: _Child, spec: PointSpec, rd: Path, how: str = "Ctrl-C") -> Record:
     """After Ctrl-C (or SIGTERM, ``how``): stop the local job (it may not have seen the signal), wait a little for
     the failure record it writes of itself, else the point's record as interrupted, so a rerun measures it again."""
     record = _stop(job, rd)
