@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from ddlio.records import FailureRecord, Outcome, Record, ResultRecord
 from experiments.config import PointSpec
-from experiments.executors import Executor, Submitted, executor_for
+from experiments.executors import EXECUTORS, Executor, Submitted, executor_for
 from experiments.run.claims import claim_alive
 from experiments.run.job import run_point
 from experiments.run.lifecycle import LIVE, Action, Event, Life, State, scheduler_event
@@ -250,7 +250,9 @@ class Executors(dict):
 
     @classmethod
     def of(cls, points: Sequence[PointSpec]) -> Executors:
-        return cls((name, executor_for(name)) for name in dict.fromkeys(s.cluster.executor for s in points))
+        """The executors of ``points``, in the registry's order (local points run before Slurm ones go out)."""
+        names = {s.cluster.executor for s in points}
+        return cls((name, executor_for(name)) for name in EXECUTORS if name in names)
 
     def __missing__(self, name: str) -> Executor:
         self[name] = executor_for(name)
