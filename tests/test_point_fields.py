@@ -32,11 +32,10 @@ from experiments.config import (
     WorkloadConf,
     WorkloadSpec,
     register_configs,
-    validate,
 )
 from experiments.config.point import CLUSTER_KEYLESS_DEFAULTS
 from experiments.config.stored import DERIVED_KEYS
-from experiments.config.validate import point_fields
+from experiments.config.validate import point_fields, validate
 from experiments.formats import FORMAT_CONFS, FORMATS
 
 register_configs()
