@@ -36,6 +36,15 @@ atexit.register(_record)
 """
 
 
+def _fresh(code: str) -> subprocess.CompletedProcess:
+    """``code`` run by a fresh interpreter in the checkout (what a process imports starts from nothing); it must
+    succeed."""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=Path(__file__).resolve().parent.parent)
+    assert p.returncode == 0, p.stderr
+    return p
+
+
 def test_a_lazy_module_imports_on_first_use_and_rebinds_its_global():
     ns: dict = {}
     ns["j"] = lazy_import("json", ns, "j")
@@ -64,9 +73,7 @@ def test_a_module_level_use_would_import_numpy_at_once(tmp_path):
             "import ddlio.evidence, experiments.kernel\n"
             "formats = list(experiments.formats.FORMATS.values())  # every format's module\n"
             "print('numpy' in sys.modules)\n")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       cwd=Path(__file__).resolve().parent.parent)
-    assert p.returncode == 0, p.stderr
+    p = _fresh(code)
     assert p.stdout.strip() == "False"
 
 
@@ -101,9 +108,7 @@ def test_the_hdf5_version_is_asked_of_h5py_only_for_hdf5():
     code = ("import sys; from ddlio.env import package_versions\n"
             "v = package_versions(hdf5=False); print('hdf5' in v, 'h5py' in sys.modules, 'numpy' in sys.modules)\n"
             "import h5py; v = package_versions(hdf5=False); print(v['hdf5'] == h5py.version.hdf5_version)\n")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       cwd=Path(__file__).resolve().parent.parent)
-    assert p.returncode == 0, p.stderr
+    p = _fresh(code)
     assert p.stdout.split() == ["False", "False", "False", "True"]  # loaded anyway: then it is stored
 
 
@@ -160,9 +165,7 @@ def test_a_registry_imports_an_implementation_when_its_name_is_first_looked_up()
             "except KeyError:\n"
             "    refused = True\n"
             "print(json.dumps([names, untouched, same, [m for m in mods() if m not in before], refused]))\n")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       cwd=Path(__file__).resolve().parent.parent)
-    assert p.returncode == 0, p.stderr
+    p = _fresh(code)
     names, untouched, same, after, refused = json.loads(p.stdout)
     assert names == [["hdf5", "tfrecord", "npz", "npy", "bin", "jpeg", "png"], 7, True, False, ["local", "slurm"]]
     assert untouched and same and refused
@@ -192,7 +195,5 @@ def test_no_module_asks_ldconfig_for_the_c_library():
             "ctypes.util.find_library = refuse\n"
             "import lustre.fs, experiments.kernel.cache, experiments.dataset.generate\n"
             "print(lustre.fs.fs_info('/').type != '', experiments.dataset.generate._SYNC_FILE_RANGE is not None)\n")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       cwd=Path(__file__).resolve().parent.parent)
-    assert p.returncode == 0, p.stderr
+    p = _fresh(code)
     assert p.stdout.split() == ["True", "True"]
