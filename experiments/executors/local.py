@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ddlio.procs import process_started
 from ddlio.records import FailureRecord, Record, read_record
 from ddlio.runpaths import RunPaths, local_measurement_lock
 from ddlio.signals import interrupt_name
@@ -199,13 +200,9 @@ class LocalExecutor:
 
 
 def process_age_s(pid: int) -> float:
-    """How long process ``pid`` has run (seconds), from its start time in ``/proc/<pid>/stat``; 0 if it is gone."""
-    try:
-        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 0.0
-    return uptime - ticks / os.sysconf("SC_CLK_TCK")
+    """How long process ``pid`` has run (seconds, to the second); 0 if it is gone."""
+    started = process_started(pid)
+    return 0.0 if started is None else time.time() - started
 
 
 class _Child:

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 import socket
-from pathlib import Path
 from typing import Any
+
+from ddlio.procs import process_started
 
 #: a claim held by a driver on another host that has not refreshed it for this long belongs to a dead driver
 #: (on the same host the driver's PID tells at once), in seconds
@@ -17,16 +17,11 @@ CLAIM_STALE_S = 300.0
 def process_alive(pid: int | None, since: Any) -> bool:
     """Whether process ``pid`` of this host runs and is the one that was alive at ``since`` (a naive UTC datetime):
     a PID recycled by a process started later is not it."""
-    try:
-        stat = Path(f"/proc/{int(pid)}/stat").read_text()  # type: ignore[arg-type]
-        btime = next(int(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines()
-                     if ln.startswith("btime "))
-    except (TypeError, ValueError, OSError, StopIteration):
+    if pid is None:
         return False
-    fields = stat.rsplit(")", 1)[1].split()
-    if fields[0] in ("Z", "X"):
+    started = process_started(pid)
+    if started is None:
         return False
-    started = btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
     if since is None:
         return True
     when = since.replace(tzinfo=dt.timezone.utc).timestamp() if isinstance(since, dt.datetime) else float(since)
