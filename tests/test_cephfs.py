@@ -193,6 +193,27 @@ def test_cold_empties_ceph_fuses_own_cache(cdir, ceph_env, monkeypatch):
     assert from_osds() - before >= 4 << 20  # every byte came from the OSDs again
 
 
+def test_cold_empties_data_ceph_fuse_has_not_written_yet(cdir, ceph_env, monkeypatch):
+    """Data just written sits dirty in ceph-fuse's cache (closing a file does not send it to the OSDs) and dirty
+    buffers are not trimmed: the cold drop fsyncs the files and empties the cache all the same."""
+    for k, v in ceph_env.items():
+        monkeypatch.setenv(k, v)
+    from lustre.ceph import _buffered_bytes, client_socket
+
+    f = cdir / "dirty.bin"
+    fd = os.open(f, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, os.urandom(4 << 20))
+        sock = client_socket(str(fs_info(cdir).mount_point))
+        assert sock is not None and _buffered_bytes(sock) >= 4 << 20
+        info = fs_info(f)
+        got = empty_client_cache([f], info.mount_point, info.mount_type)
+    finally:
+        os.close(fd)
+    assert "error" not in got and got["client_cache_bytes"] < 1 << 20
+    assert f.stat().st_size == 4 << 20
+
+
 @pytest.mark.slurm
 def test_paper_scaling_runs_on_the_slurm_cluster_over_cephfs(slurm_cluster, cdir, tmp_path, sweep, ceph_env):
     """+experiment=paper_scaling on the project's Slurm cluster (nodes n1, n2 on this host share the mount), nodes
