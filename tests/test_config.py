@@ -302,10 +302,11 @@ def _fixture(name: str) -> list[dict]:
     return [json.loads(line) for line in (POINTS / name).read_text().splitlines() if line.strip()]
 
 
-@pytest.mark.parametrize("case", _fixture("stored-ef5ca75.jsonl"), ids=lambda c: " ".join(c["overrides"]) or "defaults")
+@pytest.mark.parametrize("case", _fixture("stored-ef5ca75.jsonl") + _fixture("stored-0dae8e7.jsonl"),
+                         ids=lambda c: " ".join(c["overrides"]) or "defaults")
 def test_a_point_is_stored_as_before(tmp_path, case):
     """``to_dict`` (the ``points.config`` column, run folders, the kernel's spec) is byte for byte what ddlio stored
-    at ef5ca75 for the same composition, and gives the same label and keys (tests/fixtures/points/README.md)."""
+    at ef5ca75 (and at 0dae8e7, the last commit before the seams) for the same composition, and gives the same label and keys (tests/fixtures/points/README.md)."""
     import json
 
     from experiments.config import tf_available
@@ -324,7 +325,8 @@ def test_a_point_is_stored_as_before(tmp_path, case):
     assert json.dumps(p.to_dict()) == case["stored"]
 
 
-@pytest.mark.parametrize("name", ["stored-e960f8f.jsonl", "stored-627fa5f.jsonl", "stored-ef5ca75.jsonl"])
+@pytest.mark.parametrize("name", ["stored-e960f8f.jsonl", "stored-627fa5f.jsonl", "stored-ef5ca75.jsonl",
+                                  "stored-0dae8e7.jsonl"])
 def test_points_stored_by_earlier_versions_keep_their_keys(name):
     """A point as an earlier ddlio stored it (in the store's ``config`` column or a run folder's record), read back:
     the same label and keys, so the store still recognises what it measured. e960f8f stored neither ``settle`` nor

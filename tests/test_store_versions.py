@@ -36,6 +36,10 @@ STORES = {
         ["-m", "format=hdf5,tfrecord,npz", "access=shared,fpp", "workload=tiny"],
         "/tmp/ddlio-store-fixture-f89f3ac/d",
     ),
+    "store-0dae8e7.db": (
+        ["-m", "format=hdf5,tfrecord,npz", "access=shared,fpp", "workload=tiny"],
+        "/tmp/ddlio-store-fixture-0dae8e7/d",
+    ),
 }
 
 
