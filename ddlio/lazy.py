@@ -74,19 +74,55 @@ class LazyRegistry(Mapping[str, Any]):
     looked up (as fsspec's ``known_implementations``): the list of names costs nothing, and a process that uses
     one format or one executor imports only its module. Iterating, ``len`` and ``in`` import nothing; ``values()``
     and ``items()`` import every implementation. ``get`` maps the implementation to what the registry hands out
-    (``FORMAT_CONFS``: a format's conf)."""
+    (``FORMAT_CONFS``: a format's conf).
 
-    def __init__(self, paths: Mapping[str, str], get: Callable[[Any], Any] | None = None) -> None:
+    With ``group``, implementations from outside the product join the built-in ones: every entry point of that
+    group (``[project.entry-points."ddlio.loaders"]`` in a plug-in's pyproject.toml, ``name = "module:Class"``) is
+    a name of the registry, as submitit finds its executor plug-ins. The installed distributions are read once per
+    process, and only when a name is asked for that is not built in, or when the names are listed; a built-in name
+    never scans. A plug-in may not replace a built-in name."""
+
+    def __init__(self, paths: Mapping[str, str], get: Callable[[Any], Any] | None = None,
+                 group: str | None = None) -> None:
         self._paths = dict(paths)
         self._get = get
+        self._group = group
+        self._scanned = group is None
         self._loaded: dict[str, Any] = {}
+
+    @property
+    def group(self) -> str | None:
+        """The entry-point group plug-ins register under (None: built-in names only)."""
+        return self._group
+
+    def _scan(self) -> None:
+        """Add the entry points of :attr:`group` to the names (once; built-in names win)."""
+        if self._scanned:
+            return
+        self._scanned = True
+        from importlib.metadata import entry_points  # lazy: reads every installed distribution's metadata
+
+        for ep in entry_points(group=self._group):
+            self._paths.setdefault(ep.name, ep.value)
+
+    def path(self, name: str) -> str:
+        """``"module:attribute"`` of ``name``'s implementation, without importing it (KeyError if unknown)."""
+        if name not in self:
+            raise KeyError(name)
+        return self._paths[name]
+
+    def register(self, name: str, path: str) -> None:
+        """Add ``name`` at ``"module:attribute"`` for this process (a built-in name cannot be replaced)."""
+        if name in self._paths and self._paths[name] != path:
+            raise ValueError(f"{name!r} is already registered at {self._paths[name]}")
+        self._paths[name] = path
 
     def __getitem__(self, name: str) -> Any:
         try:
             return self._loaded[name]
         except KeyError:
             pass
-        module, _, attr = self._paths[name].partition(":")  # KeyError for a name not registered
+        module, _, attr = self.path(name).partition(":")  # KeyError for a name not registered
         value = getattr(importlib.import_module(module), attr)
         if self._get is not None:
             value = self._get(value)
@@ -94,12 +130,17 @@ class LazyRegistry(Mapping[str, Any]):
         return value
 
     def __contains__(self, name: object) -> bool:
+        if name in self._paths:
+            return True
+        self._scan()
         return name in self._paths
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._paths)
+        self._scan()
+        return iter(list(self._paths))
 
     def __len__(self) -> int:
+        self._scan()
         return len(self._paths)
 
     def __repr__(self) -> str:

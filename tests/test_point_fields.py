@@ -91,6 +91,7 @@ FIELDS: tuple[tuple[str, str | None, str, str | None], ...] = (
     ("workload.persistent_workers", "workload.persistent_workers", "persistent_workers", None),
     ("workload.pin_memory",         "workload.pin_memory",        "pin_memory",          None),
     ("workload.start_method",       "workload.start_method",      "start_method",        None),
+    ("kind",                        "kind",                       "kind",                None),
 )
 #: composed keys that are not fields of a point: how a sweep runs, not what a point measures (why)
 NOT_IN_POINT = {
@@ -172,7 +173,7 @@ def test_the_stored_form_holds_every_field_under_its_key():
     stored = {(f"{part}.{name}" if part else name): key for key, part, name in STORED_FORM}
     assert stored == {spec: key for spec, _, key, _ in FIELDS}
     assert not set(DERIVED_KEYS) & set(stored.values())
-    defaults = {f.name: f.default for spec in (WorkloadSpec, LayoutSpec) for f in dataclasses.fields(spec)}
+    defaults = {f.name: f.default for spec in (WorkloadSpec, LayoutSpec, PointSpec) for f in dataclasses.fields(spec)}
     assert all(defaults[k] == v for k, v in KEYLESS_DEFAULTS.items()), "a keyless default is not the spec's"
 
 

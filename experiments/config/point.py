@@ -213,6 +213,8 @@ class PointSpec:
     overrides: tuple[str, ...] = ()
     # native | tf | torch (READERS)
     reader: str = "native"
+    # the workload kind: what the point measures (experiments.registry.KINDS)
+    kind: str = "train"
 
     # ----------------------------------------------------------------------------------------- derived
     @property

@@ -192,6 +192,9 @@ class DdlioConf:
     # what each point returns to a Hydra sweeper (Optuna maximises it): bandwidth_mib_s | samples_per_s | au |
     # iops. Not part of the point key: the same measurement answers every objective.
     objective: str = "bandwidth_mib_s"
+    # what a point measures: train (a training loop reading its dataset every epoch); the workload kinds are
+    # experiments.registry.KINDS, plug-ins included
+    kind: str = "train"
 
 
 def register_configs() -> None:

@@ -23,7 +23,8 @@ SCHEMA_VERSION = 1
 #: PointSpec fields added after points were first stored: at these values they are left out of the stored form
 #: (and of the point key), so that a point measured before them keeps its stored form and key
 KEYLESS_DEFAULTS: dict[str, Any] = {"compute": "sleep", "compute_threads": 0, "object_size": 0, "pool": "",
-                                     "persistent_workers": False, "pin_memory": False, "start_method": "fork"}
+                                     "persistent_workers": False, "pin_memory": False, "start_method": "fork",
+                                     "kind": "train"}
 #: the parts of a point: "" is the point itself, the others its sub-specs (PointSpec.format, .layout, .workload)
 PARTS = ("", "format", "layout", "workload")
 
@@ -49,7 +50,7 @@ STORED_FORM: tuple[tuple[str, str, str], ...] = (
     ("compute", "workload", "compute"), ("compute_threads", "workload", "compute_threads"),
     ("object_size", "layout", "object_size"), ("pool", "layout", "pool"),
     ("persistent_workers", "workload", "persistent_workers"), ("pin_memory", "workload", "pin_memory"),
-    ("start_method", "workload", "start_method"),
+    ("start_method", "workload", "start_method"), ("kind", "", "kind"),
 )
 #: what the stored form adds to the fields: derived from them, ignored when read back
 DERIVED_KEYS = ("ranks", "num_files", "dataset_key", "point_key")
@@ -147,6 +148,8 @@ def measurement_params(point: PointSpec) -> dict[str, Any]:
         "read_threads": w.read_threads,
         "prefetch": w.prefetch,
         "reader": point.reader,
+        # added later: present only away from train, the kind every earlier point measured
+        **({"kind": point.kind} if point.kind != KEYLESS_DEFAULTS["kind"] else {}),
         # added later (reader=torch's DataLoader knobs): present only away from their defaults
         **{k: getattr(w, k) for k in ("persistent_workers", "pin_memory", "start_method")
            if getattr(w, k) != KEYLESS_DEFAULTS[k]},

@@ -8,6 +8,7 @@ from typing import Any
 
 from experiments.config.schema import OBJECTIVES, ORDERS, READERS, TF_INSTALL_HINT, TORCH_INSTALL_HINT
 from experiments.config.validate.values import int_range
+from experiments.registry import KINDS, unknown
 
 
 def tf_available(module: str = "tensorflow") -> bool:
@@ -40,5 +41,8 @@ def check_run(problems: list[str], cfg: dict[str, Any]) -> dict[str, Any]:
         problems.append(f"workload.{', workload.'.join(off)} appl{'ies' if len(off) == 1 else 'y'} only to "
                         f"reader=torch (reader={reader!r}): leave {'it' if len(off) == 1 else 'them'} at the default "
                         "or set reader=torch")
-    return {"reader": reader, "repeat": int_range(problems, "repeat", cfg["repeat"], 0),
+    kind = cfg.get("kind", "train")
+    if kind not in KINDS:
+        problems.append(unknown(KINDS, "kind", kind))
+    return {"reader": reader, "kind": kind, "repeat": int_range(problems, "repeat", cfg["repeat"], 0),
             "seed": int_range(problems, "seed", cfg["seed"], 0, 2**63 - 1)}
