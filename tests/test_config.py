@@ -306,7 +306,8 @@ def _fixture(name: str) -> list[dict]:
                          ids=lambda c: " ".join(c["overrides"]) or "defaults")
 def test_a_point_is_stored_as_before(tmp_path, case):
     """``to_dict`` (the ``points.config`` column, run folders, the kernel's spec) is byte for byte what ddlio stored
-    at ef5ca75 (and at 0dae8e7, the last commit before the seams) for the same composition, and gives the same label and keys (tests/fixtures/points/README.md)."""
+    at ef5ca75 (and at 0dae8e7, the last commit before the seams) for the same composition, and gives the same
+    label and keys (tests/fixtures/points/README.md)."""
     import json
 
     from experiments.config import tf_available
