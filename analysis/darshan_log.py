@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from analysis.diagnose.darshan import counters
 from ddlio.errors import DdlioError
 from ddlio.metrics import SIZE_BIN_NAMES
 
@@ -206,8 +207,6 @@ def _record(report: Any, path: Path) -> dict[str, Any]:
         m = report.records["MPI-IO"].to_df()["counters"]
         rec["mpiio_bytes_read"] = int(m["MPIIO_BYTES_READ"].sum())
     rec.update(_lustre(report, set(used["id"].tolist())))
-    from analysis.diagnose.darshan import counters  # lazy: the diagnose package's own counts, kept for diagnose
-
     rec["diagnose"] = counters(report)
     if "stripe_count" not in rec:
         rec["missing"].append("LUSTRE records (stripe count and size)")
@@ -272,3 +271,15 @@ def workload_preset(rec: dict[str, Any], name: str) -> tuple[str, list[str]]:
 
 def _fmt(rec: dict[str, Any]) -> str:
     return rec["format"] if rec.get("format") in set(_SUFFIXES.values()) else "bin"
+
+
+def log_counters(path: str | Path) -> dict[str, Any]:
+    """:func:`counters` of the Darshan log at ``path`` (for observed runs imported before the store kept them)."""
+    darshan = import_darshan()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pydarshan warns about modules it cannot read
+        report = darshan.DarshanReport(str(path), read_all=True)
+    try:
+        return counters(report)
+    finally:
+        report.close() if hasattr(report, "close") else None

@@ -9,13 +9,12 @@ Units are those of the store: bandwidth MiB/s, IOPS ops/s, times seconds, latenc
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from analysis.configs import row_codes
 from analysis.query import CONFIG_COLUMNS
 from ddlio.metrics import BUCKETS_PER_OCTAVE, bucket_mid_ns
 
@@ -78,20 +77,6 @@ def config_columns(points: pd.DataFrame) -> list[str]:
     """The :data:`CONFIG_COLUMNS` that ``points`` has: with ``config_key`` (:mod:`ddlio.identity`), repetitions are
     exactly the points of one configuration; frames built by hand may lack it."""
     return CONFIG_COLUMNS + (["config_key"] if "config_key" in points.columns else [])
-
-
-def row_codes(columns: Iterable[Any]) -> np.ndarray:
-    """Each row's code (int64): rows equal in every one of ``columns`` (Series or arrays of one length; missing
-    values are values too, as ``groupby(dropna=False)`` has them) share one, numbered 0, 1, ... in order of first
-    appearance. A million rows cost a factorization per column, not a groupby of all of them."""
-    codes: np.ndarray | None = None
-    for col in columns:  # the combination so far and this column, numbered again (never past int64)
-        part, uniq = pd.factorize(col, use_na_sentinel=False)
-        part = part.astype(np.int64)
-        codes = part if codes is None else pd.factorize(codes * max(len(uniq), 1) + part)[0].astype(np.int64)
-    if codes is None:
-        raise ValueError("row_codes needs at least one column")
-    return codes
 
 
 def configs(points: pd.DataFrame, metrics: list[str] | None = None) -> pd.DataFrame:

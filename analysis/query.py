@@ -18,6 +18,7 @@ from analysis.reading import (
     release_freed_memory,
     shared_texts,
 )
+from analysis.validity import verdicts
 from analysis.where import Filter
 from ddlio.store import Environment, Epoch, Measurement, Point, StoreReader
 
@@ -213,8 +214,6 @@ def with_identity(df: pd.DataFrame, memory_bytes: dict[str, float] | None = None
 
 def _with_codes(df: pd.DataFrame, coder: Configs, memory_bytes: dict[str, float] | None) -> pd.DataFrame:
     """:func:`with_identity` of ``df`` whose configs ``coder`` coded (column ``_code``, dropped here)."""
-    from analysis.validity import verdicts  # lazy: validity reads this module's frames
-
     codes = df.pop("_code").to_numpy(dtype=np.int64)
     keys, names = coder.identities()
     texts = np.array(coder.texts, dtype=object)

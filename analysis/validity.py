@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.frames import row_codes
+from analysis.configs import row_codes
 
 #: fewest training steps (batches per rank, over all epochs) a valid point has
 MIN_STEPS = 2

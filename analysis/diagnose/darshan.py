@@ -14,7 +14,6 @@ A plain dict of numbers and file names: it goes into the observed record the sto
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 _SMALL = ("0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M")
@@ -95,19 +94,3 @@ def counters(report: Any) -> dict[str, Any]:
     out.update(_per_file(c, names))
     out.update(_lustre(report))
     return out
-
-
-def log_counters(path: str | Path) -> dict[str, Any]:
-    """:func:`counters` of the Darshan log at ``path`` (for observed runs imported before the store kept them)."""
-    import warnings
-
-    from analysis.darshan_log import import_darshan  # lazy: pydarshan is an optional dependency
-
-    darshan = import_darshan()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # pydarshan warns about modules it cannot read
-        report = darshan.DarshanReport(str(path), read_all=True)
-    try:
-        return counters(report)
-    finally:
-        report.close() if hasattr(report, "close") else None

@@ -266,7 +266,7 @@ def observed_subjects(store: StoreReader) -> list[Subject]:
     for r in rows:
         rec = dict(_json(r.result) or {})
         if "diagnose" not in rec and rec.get("posix_reads") and r.run_dir and os.path.isfile(r.run_dir):
-            from analysis.diagnose.darshan import log_counters  # lazy: pydarshan, only for older imports
+            from analysis.darshan_log import log_counters  # lazy: pydarshan, only for older imports
 
             rec["diagnose"] = log_counters(r.run_dir)
         out.append(observed_subject(r.point_key, r.label, rec))

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.frames import METRICS, human_bytes, row_codes, stripe_name
+from analysis.configs import row_codes
+from analysis.frames import METRICS, human_bytes, stripe_name
 
 KIB, MIB = 1024, 1024 * 1024
 #: (upper bound in bytes, exclusive; name) of the sample-size classes.
