@@ -65,6 +65,15 @@ class StoreReader:
                     out[d.pop("point_key")] = {**d, "pending": bool(d["pending"])}
         return out
 
+    def totals(self, point_keys: set[str], columns: set[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+        """``{point_key: (status, {column: value})}`` for the points of ``point_keys`` the store holds (``columns``:
+        names of the points table's stored totals, e.g. ``bandwidth_mib_s``)."""
+        cols = sorted(columns)
+        with Session(self.engine) as s:
+            rows = s.execute(select(Point.point_key, Point.status, *(getattr(Point, c) for c in cols))
+                             .where(Point.point_key.in_(sorted(point_keys)))).all()
+        return {r[0]: (r[1], dict(zip(cols, r[2:], strict=True))) for r in rows}
+
     def is_done(self, point_key: str) -> bool:
         with Session(self.engine) as s:
             return s.scalar(select(Point.status).where(Point.point_key == point_key)) == "completed"

@@ -13,19 +13,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
 from ddlio.errors import ConfigError
 from ddlio.secrets import driver_db, mask
-from ddlio.store import Point, check_store, open_store_for_writing, store_id
+from ddlio.store import check_store, open_store_for_writing, store_id
 from ddlio.units import format_size
 from experiments.config import PointSpec
 from experiments.config.validate import validate
 from experiments.dataset import DatasetPlan, load_manifest
 from experiments.kernel import flush_path
-from experiments.run.driver import launch, new_sweep_id
-from experiments.run.plan import dry_run
+from experiments.run.driver import dry_run, launch, new_sweep_id
 from lustre.fs import facts_held, fs_info
 
 
@@ -196,7 +192,7 @@ def run_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], cwd: s
         if len(fresh) < len(specs):
             echo(f"{len(specs) - len(fresh)} point(s) already tried in this run: answered from the store")
         key_of = {s.point_key: earlier.get(s.point_key, (s.point_key, ""))[0] for s in specs}
-        stored = stored_totals(store, set(key_of.values()), set(objectives))
+        stored = store.totals(set(key_of.values()), set(objectives))
         out = []
         for s, objective in zip(batch.specs, objectives, strict=True):
             status, totals = stored.get(key_of.get(s.point_key, s.point_key), ("", {}))
@@ -234,35 +230,4 @@ def say_earlier(earlier: dict[str, tuple[str, str]], total: int, echo: Any) -> N
         echo(f"  {k} of them measured by an earlier method: {how}")
     echo("  remeasure_earlier=true measures them again by today's method (force=true: every point); the earlier "
          "measurements stay in the store, told apart by their settle column (python -m analysis summary)")
-
-
-def stored_totals(store: Any, keys: set[str], columns: set[str]) -> dict[str, tuple[str, dict[str, Any]]]:
-    """``{point_key: (status, {column: value})}`` for the points of ``keys`` the store holds."""
-    cols = sorted(columns)
-    with Session(store.engine) as s:
-        rows = s.execute(select(Point.point_key, Point.status, *(getattr(Point, c) for c in cols))
-                         .where(Point.point_key.in_(sorted(keys)))).all()
-    return {r[0]: (r[1], dict(zip(cols, r[2:], strict=True))) for r in rows}
-
-
-def repetitions(store: Any, spec: PointSpec, objective: str) -> dict[int, float]:
-    """``{repeat: objective}`` of every completed point that is ``spec``'s measurement but for ``repeat``."""
-    def same(p: PointSpec) -> dict[str, Any]:
-        return {k: v for k, v in p.measurement_params().items() if k != "repeat"}
-
-    want = same(spec)
-    with Session(store.engine) as s:
-        rows = s.execute(select(Point.config, getattr(Point, objective))
-                         .where(Point.dataset_key == spec.dataset_key, Point.status == "completed")).all()
-    out = {}
-    for config, value in rows:
-        if value is None:
-            continue
-        try:
-            p = PointSpec.from_dict(config)
-        except (TypeError, ValueError):  # a row written by an older ddlio with fields this one lacks
-            continue
-        if same(p) == want:
-            out[p.repeat] = float(value)
-    return out
 
