@@ -18,7 +18,6 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from lustre import registry
 from lustre.fs import FsInfo
 
 
@@ -32,11 +31,6 @@ class Layout:
     stripe_size: int = 1024 * 1024
     object_size: int = 0
     pool: str = ""
-
-    def problems(self) -> list[str]:
-        """Every reason this layout cannot be applied, each naming what is valid (the rules of the default
-        striping backend: :func:`lustre.registry.validate_request`)."""
-        return registry.validate_request(self)
 
     def requested(self) -> dict[str, Any]:
         """The request as a layout record stores it (``object_size`` and ``pool`` only when given)."""

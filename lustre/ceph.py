@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 from ddlio.errors import LayoutError
 from ddlio.units import format_size
+from lustre import registry
 from lustre.base import Layout, LayoutRecord
 from lustre.fs import FsInfo, existing_ancestor
 
@@ -225,7 +226,8 @@ class CephBackend:
         return empty_client_cache(files, info.mount_point, info.mount_type)
 
     def describe(self, request: Layout) -> str:
-        return f"{request.stripe_count}OST"
+        # the paper's wording, as Lustre's backend writes it: CephFS points compare with Lustre's
+        return registry.describe(request)
 
 
 # ------------------------------------------------------------------ ceph-fuse's own cache (cache=cold)

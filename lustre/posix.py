@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar
 
+from lustre import registry
 from lustre.base import Layout, LayoutRecord
 from lustre.fs import FsInfo, fs_info
 
@@ -36,4 +37,4 @@ class PosixBackend:
 
     def describe(self, request: Layout) -> str:
         # the label keeps its form off Lustre (``1N-1P-1OST``): points compare across file systems
-        return f"{request.stripe_count}OST"
+        return registry.describe(request)

@@ -14,12 +14,10 @@ from __future__ import annotations
 import importlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from lustre.base import Layout, LayoutRecord, StorageBackend
 from lustre.fs import FsInfo, fs_info
-
-if TYPE_CHECKING:
-    from lustre.base import Layout, LayoutRecord, StorageBackend
 
 #: file-system type (:attr:`lustre.fs.FsInfo.type`) -> ``module:Class`` of its backend
 BACKENDS: dict[str, str] = {

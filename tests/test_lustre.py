@@ -13,7 +13,7 @@ import pytest
 
 import lustre as lay
 from ddlio.errors import LayoutError
-from lustre import Layout, apply_layout, fs_info, is_lustre
+from lustre import Layout, apply_layout, fs_info, is_lustre, validate_request
 from lustre import fs as lfs_fs
 from lustre.fs import LUSTRE_MAGIC
 from lustre.lfs import parse_getstripe_yaml
@@ -58,7 +58,7 @@ def test_not_lustre_means_no_striping_and_says_why(tmp_path):
      (2001, 1 << 20, False), (4, 4 << 30, False)],
 )
 def test_layout_limits(count, size, ok):
-    assert (Layout(count, size).problems() == []) is ok
+    assert (validate_request(Layout(count, size)) == []) is ok
 
 
 def test_parse_file_layout():

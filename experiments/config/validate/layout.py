@@ -9,7 +9,7 @@ from typing import Any
 from ddlio.units import format_size, parse_size
 from experiments.config.schema import ACCESS_MODES
 from experiments.config.validate.values import choice
-from lustre import Layout, backend_of, fs_info, validate_at
+from lustre import Layout, backend_of, fs_info, validate_at, validate_request
 
 
 def check_access(problems: list[str], cfg: dict[str, Any]) -> str:
@@ -54,7 +54,7 @@ def check_file_system(problems: list[str], data_root: Path, samples: Any, sample
     request = _request(striping) if striping is not None else None
     if any(p.startswith("data_root") for p in problems):
         if request is not None:
-            problems += request.problems()  # by the default rules: the request's own mistakes are still named
+            problems += validate_request(request)  # by the default rules: the request's own mistakes are still named
         return {"fs_type": "unknown", "striping_applicable": False}
     fs = fs_info(data_root)
     chosen = backend_of(fs)
