@@ -59,7 +59,7 @@ ENV_ID = "env-synthetic-0001"
 
 
 def _config(fmt: str, access: str, stripe: int, nodes: int, size: int) -> dict:
-    """A point's stored config (``points.config``), as :func:`experiments.config.stored.to_stored` writes it."""
+    """A point's stored config (``points.config``), as :func:`experiments.config.point.to_stored` writes it."""
     return {
         "format": fmt, "format_options": FORMAT_OPTIONS[fmt], "access": access, "stripe_count": stripe,
         "stripe_size": 1 << 20, "nodes": nodes, "ppn": PPN, "repeat": 0, "seed": 42, "samples": SAMPLES,

@@ -2,7 +2,7 @@
 
 Everything that prints or groups points — the sweep's progress lines, the end-of-sweep "best" line, Optuna's
 trials, ``summary``, ``status``, figures, guidelines and the report — takes both from here, working from the point's
-stored form (the ``points.config`` column, :func:`experiments.config.stored.to_stored`), so that two rows print the
+stored form (the ``points.config`` column, :func:`experiments.config.point.to_stored`), so that two rows print the
 same label only when they are repetitions of one configuration.
 
 - :func:`config_params` / :func:`config_key`: what makes two points the same configuration — the point key's

@@ -33,8 +33,7 @@ from experiments.config import (
     WorkloadSpec,
     register_configs,
 )
-from experiments.config.point import CLUSTER_KEYLESS_DEFAULTS
-from experiments.config.stored import DERIVED_KEYS
+from experiments.config.point import CLUSTER_KEYLESS_DEFAULTS, DERIVED_KEYS
 from experiments.config.validate import point_fields, validate
 from experiments.formats import FORMAT_CONFS, FORMATS
 

@@ -1,5 +1,5 @@
 """The configuration of a point: its schema (Hydra dataclasses, :mod:`.schema`), the frozen :class:`PointSpec` a
-point runs from (:mod:`.point`), its stored form and keys (:mod:`.stored`), and :func:`validate` (:mod:`.validate`,
+point runs from, its stored form and keys (:mod:`.point`), and :func:`validate` (:mod:`.validate`,
 one module per concern), which checks every value's meaning and reports every problem of a point at once.
 
 Importers use the names re-exported here, ``from experiments.config import PointSpec``, each imported from its module
@@ -18,7 +18,7 @@ _EXPORTS = {
                      "MAX_COMPUTE_THREADS", "MAX_SAMPLE_SIZE", "MAX_TIMEOUT_MIN", "OBJECTIVES", "ORDERS", "READERS",
                      "SHUFFLES", "TF_INSTALL_HINT", "TORCH_INSTALL_HINT", "AccessConf", "ClusterConf", "DdlioConf",
                      "WorkloadConf", "register_configs"), ".schema"),
-    **dict.fromkeys(("KEYLESS_DEFAULTS", "SCHEMA_VERSION", "STORED_FORM"), ".stored"),
+    **dict.fromkeys(("KEYLESS_DEFAULTS", "SCHEMA_VERSION", "STORED_FORM"), ".point"),
     **dict.fromkeys(("check_writable_dir", "tf_available"), ".validate"),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
