@@ -184,3 +184,56 @@ def test_the_floor_loads_nothing_above_it(module):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[]"
+
+
+def _module_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Product module -> the product modules it imports (at the top, inside functions, and under TYPE_CHECKING:
+    a type that needs the other file is a dependency too); ``from pkg import name`` counts as importing ``pkg``
+    (its ``__init__``) unless ``name`` is a submodule."""
+    mods = {module_name(f, root) for f in product_files(root)}
+
+    def owner(target: str) -> str | None:
+        while target and target not in mods:
+            target = target.rpartition(".")[0]
+        return target or None
+
+    graph: dict[str, set[str]] = {}
+    for f in product_files(root):
+        me = module_name(f, root)
+        graph[me] = {m for _, t, _ in imports(f, root) if (m := owner(t)) and m != me}
+    return graph
+
+
+def test_no_two_product_files_import_each_other_directly_or_in_a_loop():
+    """Two files that import each other are one concern cut in two (or a loop kept apart by a deferred import):
+    merge them or cut again. Every strongly connected set of modules is listed."""
+    graph = _module_graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    loops: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                loops.append(sorted(comp))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert loops == [], "modules that import each other: " + "; ".join(" <-> ".join(c) for c in loops)

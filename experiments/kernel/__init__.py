@@ -13,7 +13,7 @@ reads returned equal the plan exactly, and writes the result file atomically.
 The parts: :mod:`~experiments.kernel.sampling` (who reads what, in which order), :mod:`~experiments.kernel.lanes`
 (the read loop), :mod:`~experiments.kernel.cachepolicy` (the cache policies, on :mod:`~experiments.kernel.cache`),
 :mod:`~experiments.kernel.guards` (barriers that give up, fault injection), :mod:`~experiments.kernel.kernel` (one
-rank's run), :mod:`~experiments.kernel.results` (the plan check and the record), :mod:`~experiments.kernel.main`
+rank's run, and rank 0's plan check and record), :mod:`~experiments.kernel.main`
 (``run``, ``main``); loaders: native (lanes), :mod:`~experiments.kernel.tfdata`; :mod:`~experiments.kernel.compute`
 (the emulated compute), :mod:`~experiments.kernel.posix` (the file-system layer).
 
