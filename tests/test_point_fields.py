@@ -33,65 +33,22 @@ from experiments.config import (
     WorkloadSpec,
     register_configs,
 )
-from experiments.config.point import CLUSTER_KEYLESS_DEFAULTS, DERIVED_KEYS
+from experiments.config.fields import FIELDS as TABLE
+from experiments.config.fields import MISSING, REQUIRED, conf_comment, conf_row, knob_table, with_knob_table
+from experiments.config.point import CLUSTER_KEYLESS_DEFAULTS, DERIVED_KEYS, dataset_params, measurement_params
 from experiments.config.validate import point_fields, validate
 from experiments.formats import FORMAT_CONFS, FORMATS
 
 register_configs()
 
-# The one table. Per field of a point:
+# The one table (experiments/config/fields.py), as the four views name each field of a point:
 #   spec      the PointSpec field ("part.field"; part format/layout/workload, none for the point itself)
 #   conf      the composed key it is validated from ("group.field"; "format.*" the format's own options, "cluster.*"
 #             every ClusterConf key; None: not configured, derived while validating)
 #   stored    its key in the stored form (STORED_FORM)
 #   column    its column in the store's points table (None: only in points.config, the whole stored form)
-# spec                          conf                          stored                 column
-FIELDS: tuple[tuple[str, str | None, str, str | None], ...] = (
-    ("format.name",                 "format.name",                "format",              "format"),
-    ("format.options",              "format.*",                   "format_options",      "format_options"),
-    ("layout.access",               "access.name",                "access",              "access"),
-    ("layout.stripe_count",         "stripe",                     "stripe_count",        "stripe_count"),
-    ("layout.stripe_size",          "stripe_size",                "stripe_size",         "stripe_size"),
-    ("layout.fs_type",              None,                         "fs_type",             None),
-    ("layout.striping_applicable",  None,                         "striping_applicable", None),
-    ("nodes",                       "nodes",                      "nodes",               "nodes"),
-    ("ppn",                         "ppn",                        "ppn",                 "ppn"),
-    ("repeat",                      "repeat",                     "repeat",              "repeat"),
-    ("seed",                        "seed",                       "seed",                "seed"),
-    ("workload.samples",            "workload.samples",           "samples",             "samples"),
-    ("workload.sample_size",        "workload.sample_size",       "sample_size",         "sample_size"),
-    ("workload.sample_size_stdev",  "workload.sample_size_stdev", "sample_size_stdev",   "sample_size_stdev"),
-    ("workload.samples_per_file",   "workload.samples_per_file",  "samples_per_file",    "samples_per_file"),
-    ("workload.batch_size",         "workload.batch_size",        "batch_size",          "batch_size"),
-    ("workload.epochs",             "workload.epochs",            "epochs",              "epochs"),
-    ("workload.compute_time",       "workload.compute_time",      "compute_time",        "compute_time_s"),
-    ("workload.cache",              "workload.cache",             "cache",               "cache_policy"),
-    ("workload.name",               "workload.name",              "workload_name",       "workload"),
-    ("data_root",                   "data_root",                  "data_root",           "data_root"),
-    ("db",                          "db",                         "db",                  None),
-    ("cluster",                     "cluster.*",                  "cluster",             "cluster"),
-    ("force",                       "force",                      "force",               None),
-    ("overrides",                   None,                         "overrides",           None),
-    ("workload.payload",            "workload.payload",           "payload",             None),
-    ("workload.compute_time_stdev", "workload.compute_time_stdev", "compute_time_stdev", None),
-    ("workload.shuffle",            "workload.shuffle",           "shuffle",             None),
-    ("workload.drop_last",          "workload.drop_last",         "drop_last",           None),
-    ("workload.read_threads",       "workload.read_threads",      "read_threads",        None),
-    ("workload.prefetch",           "workload.prefetch",          "prefetch",            None),
-    ("workload.trace",              "workload.trace",             "trace",               None),
-    ("reader",                      "reader",                     "reader",              None),
-    ("workload.settle",             "workload.settle",            "settle",              None),
-    ("workload.flush_size",         "workload.flush_size",        "flush_size",          None),
-    ("workload.sample_shape",       "workload.sample_shape",      "sample_shape",        None),
-    ("workload.compute",            "workload.compute",           "compute",             None),
-    ("workload.compute_threads",    "workload.compute_threads",   "compute_threads",     None),
-    ("layout.object_size",          "object_size",                "object_size",         None),
-    ("layout.pool",                 "pool",                       "pool",                None),
-    ("workload.persistent_workers", "workload.persistent_workers", "persistent_workers", None),
-    ("workload.pin_memory",         "workload.pin_memory",        "pin_memory",          None),
-    ("workload.start_method",       "workload.start_method",      "start_method",        None),
-    ("kind",                        "kind",                       "kind",                None),
-)
+FIELDS: tuple[tuple[str, str | None, str, str | None], ...] = tuple(
+    (f.spec, f.conf, f.stored, f.column) for f in TABLE if f.spec is not None)
 #: composed keys that are not fields of a point: how a sweep runs, not what a point measures (why)
 NOT_IN_POINT = {
     "db_url_file": "replaces db while validating (the URL with its password stays in the driver)",
@@ -241,3 +198,90 @@ def test_each_formats_conf_is_its_options(tmp_path, name):
         assert "layout" in options and defaults.layout == fmt.layouts[0]
     group = yaml.safe_load((ROOT / "conf" / "format" / f"{name}.yaml").read_text())
     assert list(group or {})[1:] == options, f"conf/format/{name}.yaml does not set every option, in the conf's order"
+
+
+# ------------------------------------------------------------------------- the views held to the one table
+def _default(f: dataclasses.Field) -> object:
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return REQUIRED if f.default is dataclasses.MISSING else f.default
+
+
+def test_the_table_states_the_knobs_that_are_no_field_of_a_point():
+    assert {f.conf for f in TABLE if f.spec is None} == set(NOT_IN_POINT)
+    assert all(f.stored is None and f.column is None for f in TABLE if f.spec is None)
+
+
+@pytest.mark.parametrize("cls", [DdlioConf, AccessConf, WorkloadConf], ids=lambda c: c.__name__)
+def test_the_hydra_confs_are_the_tables(cls):
+    """Each field of the Hydra confs (written out for the ConfigStore) has the table's type and default, and the
+    table's doc as its comment (experiments.config.fields.conf_comment writes it)."""
+    source = (ROOT / "experiments" / "config" / "schema.py").read_text().splitlines()
+    start = source.index(f"class {cls.__name__}:")
+    for f in dataclasses.fields(cls):
+        row = conf_row(cls.__name__, f.name)
+        if row is None or (cls is DdlioConf and f.name in GROUPS):
+            assert f.name in GROUPS, f"{cls.__name__}.{f.name} is not in experiments/config/fields.py"
+        else:
+            default = _default(f)
+            assert (f.type, MISSING if default is REQUIRED else default) == (row.conf_type, row.conf_default), f.name
+        if row is None:
+            continue
+        at = next(i for i in range(start, len(source)) if source[i].startswith(f"    {f.name}: "))
+        comment = []
+        while source[at - 1 - len(comment)].startswith("    #"):
+            comment.insert(0, source[at - 1 - len(comment)])
+        assert comment == conf_comment(row), f"{cls.__name__}.{f.name}: its comment is not the table's doc"
+
+
+def test_the_specs_are_the_tables():
+    """Each spec field has the table's type and default."""
+    specs = {"format": FormatSpec, "layout": LayoutSpec, "workload": WorkloadSpec, "": PointSpec}
+    rows = {f.spec: f for f in TABLE if f.spec is not None}
+    for part, cls in specs.items():
+        for f in dataclasses.fields(cls):
+            if cls is PointSpec and f.name in specs:
+                continue
+            row = rows[f"{part}.{f.name}" if part else f.name]
+            assert (f.type, _default(f)) == (row.type, row.default), row.spec
+
+
+def test_the_keys_hold_what_the_table_says(tmp_path):
+    """The names dataset_params and measurement_params give each field are the table's (every field that can enter
+    a key present: a point with every conditional field in play, once at cache=cold and once at storage_cold)."""
+    base = validate(_composed(tmp_path, "workload=tiny", "workload.sample_shape=[8,8,4]", "workload.compute=cpu",
+                              "kind=train"), tmp_path)
+    layout = dataclasses.replace(base.layout, striping_applicable=True, object_size=4 << 20, pool="fast")
+    dataset: set[str] = set()
+    measurement: set[str] = set()
+    for cache in ("cold", "storage_cold"):
+        w = dataclasses.replace(base.workload, cache=cache, settle=True, persistent_workers=True, pin_memory=True,
+                                start_method="spawn")
+        p = dataclasses.replace(base, layout=layout, workload=w, kind="another")
+        dataset |= set(dataset_params(p))
+        measurement |= set(measurement_params(p))
+    assert dataset - {"num_files"} == {f.dataset for f in TABLE if f.dataset}
+    assert measurement == {name for f in TABLE for name in f.measurement}
+
+
+def test_the_docs_knob_table_is_the_tables():
+    """docs/configuration.md lists every knob with the table's doc and default (python -m experiments.config.fields
+    writes it)."""
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    assert text == with_knob_table(text), "docs/configuration.md: run python -m experiments.config.fields"
+    table = knob_table()
+    for f in TABLE:
+        if f.knob is not None:
+            assert f"| `{f.knob}` | {f.doc} |" in table
+
+
+def test_help_lists_every_knob_and_the_kinds():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, str(ROOT / "sweep.py"), "--help"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120, check=True).stdout
+    for f in TABLE:
+        if f.knob is not None:
+            assert f"\n  {f.knob} = " in out, f.knob
+    assert "choices: train" in out

@@ -1,5 +1,6 @@
 """The configuration of a point: its schema (Hydra dataclasses, :mod:`.schema`), the frozen :class:`PointSpec` a
-point runs from, its stored form and keys (:mod:`.point`), and :func:`validate` (:mod:`.validate`,
+point runs from, its stored form and keys (:mod:`.point`), the one table of a point's fields that those views
+are derived from or held to (:mod:`.fields`), and :func:`validate` (:mod:`.validate`,
 one module per concern), which checks every value's meaning and reports every problem of a point at once.
 
 Importers use the names re-exported here, ``from experiments.config import PointSpec``, each imported from its module
@@ -18,7 +19,8 @@ _EXPORTS = {
                      "MAX_COMPUTE_THREADS", "MAX_SAMPLE_SIZE", "MAX_TIMEOUT_MIN", "OBJECTIVES", "ORDERS", "READERS",
                      "SHUFFLES", "TF_INSTALL_HINT", "TORCH_INSTALL_HINT", "AccessConf", "ClusterConf", "DdlioConf",
                      "WorkloadConf", "register_configs"), ".schema"),
-    **dict.fromkeys(("KEYLESS_DEFAULTS", "SCHEMA_VERSION", "STORED_FORM"), ".point"),
+    **dict.fromkeys(("SCHEMA_VERSION",), ".point"),
+    **dict.fromkeys(("DERIVED_KEYS", "FIELDS", "KEYLESS_DEFAULTS", "STORED_FORM"), ".fields"),
     **dict.fromkeys(("check_writable_dir", "tf_available"), ".validate"),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -19,47 +19,19 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from ddlio.plain import copy_plain
+from experiments.config.fields import DERIVED_KEYS, KEYLESS_DEFAULTS, STORED_FORM  # noqa: F401  (DERIVED_KEYS: re-exported)
 from experiments.config.schema import ClusterConf
 from experiments.formats import FORMATS
 from lustre import Layout, describe
 
 # ------------------------------------------------------------------------------------ stored form and keys
+# STORED_FORM (the stored form of a point: stored key, part, field, in the stored order), KEYLESS_DEFAULTS (fields
+# added later, left out of the stored form and the point key at these values) and DERIVED_KEYS (what the stored form
+# adds) are derived from the one table of a point's fields, experiments.config.fields.FIELDS.
 #: version of the key derivation, hashed into every point key
 SCHEMA_VERSION = 1
-#: PointSpec fields added after points were first stored: at these values they are left out of the stored form
-#: (and of the point key), so that a point measured before them keeps its stored form and key
-KEYLESS_DEFAULTS: dict[str, Any] = {"compute": "sleep", "compute_threads": 0, "object_size": 0, "pool": "",
-                                     "persistent_workers": False, "pin_memory": False, "start_method": "fork",
-                                     "kind": "train"}
 #: the parts of a point: "" is the point itself, the others its sub-specs (PointSpec.format, .layout, .workload)
 PARTS = ("", "format", "layout", "workload")
-
-#: The stored form of a point, flat: (stored key, part, field) in the stored order; part "" is the point itself.
-#: A new field goes at the end (existing stored points keep their bytes).
-STORED_FORM: tuple[tuple[str, str, str], ...] = (
-    ("format", "format", "name"), ("format_options", "format", "options"),
-    ("access", "layout", "access"), ("stripe_count", "layout", "stripe_count"),
-    ("stripe_size", "layout", "stripe_size"),
-    ("nodes", "", "nodes"), ("ppn", "", "ppn"), ("repeat", "", "repeat"), ("seed", "", "seed"),
-    ("samples", "workload", "samples"), ("sample_size", "workload", "sample_size"),
-    ("sample_size_stdev", "workload", "sample_size_stdev"), ("samples_per_file", "workload", "samples_per_file"),
-    ("batch_size", "workload", "batch_size"), ("epochs", "workload", "epochs"),
-    ("compute_time", "workload", "compute_time"), ("cache", "workload", "cache"), ("workload_name", "workload", "name"),
-    ("data_root", "", "data_root"), ("db", "", "db"), ("cluster", "", "cluster"),
-    ("fs_type", "layout", "fs_type"), ("striping_applicable", "layout", "striping_applicable"),
-    ("force", "", "force"), ("overrides", "", "overrides"), ("payload", "workload", "payload"),
-    ("compute_time_stdev", "workload", "compute_time_stdev"), ("shuffle", "workload", "shuffle"),
-    ("drop_last", "workload", "drop_last"), ("read_threads", "workload", "read_threads"),
-    ("prefetch", "workload", "prefetch"), ("trace", "workload", "trace"), ("reader", "", "reader"),
-    ("settle", "workload", "settle"), ("flush_size", "workload", "flush_size"),
-    ("sample_shape", "workload", "sample_shape"),
-    ("compute", "workload", "compute"), ("compute_threads", "workload", "compute_threads"),
-    ("object_size", "layout", "object_size"), ("pool", "layout", "pool"),
-    ("persistent_workers", "workload", "persistent_workers"), ("pin_memory", "workload", "pin_memory"),
-    ("start_method", "workload", "start_method"), ("kind", "", "kind"),
-)
-#: what the stored form adds to the fields: derived from them, ignored when read back
-DERIVED_KEYS = ("ranks", "num_files", "dataset_key", "point_key")
 
 
 def digest(obj: Any) -> str:

@@ -5,6 +5,10 @@ The values live in ``conf/``; this module is the schema of the groups Hydra comp
 ``cluster`` and the top level). Each format's own conf lives with the format (``Format.conf`` in
 ``experiments/formats/<name>.py``); :func:`register_configs` takes them from the format registry. Hydra rejects
 unknown keys and wrong types while it composes.
+
+The confs are written out for Hydra's ConfigStore; each field's name, type, default and comment is held to the one
+table of a point's fields, :data:`experiments.config.fields.FIELDS` (tests/test_point_fields.py), whose
+:func:`~experiments.config.fields.conf_comment` writes the comment.
 """
 
 from __future__ import annotations
@@ -45,67 +49,72 @@ FORMAT_SCHEMAS: Mapping[str, type[FormatConf]] = FORMAT_CONFS
 
 @dataclass
 class AccessConf:
-    # shared: every rank reads from the same file(s); fpp: file per process, each rank reads only its own files
+    # shared: all ranks read the same file(s); fpp: file per process, each rank reads only its own files
     name: str = MISSING
 
 
 @dataclass
 class WorkloadConf:
-    # preset name (informational)
+    # the workload preset's name (informational; in no key)
     name: str = "custom"
-    # total samples in the dataset
+    # samples in the dataset
     samples: int = 1024
-    # mean sample size: bytes or a unit string (4096, 64KiB, 1MiB); derived from sample_shape when that is given
+    # mean bytes per sample (units accepted)
     sample_size: str = "256KiB"
-    # shape of every sample as a uint8 array, e.g. [512,512,3]; [] = samples are sample_size bytes. Needed by the
-    # N-d layouts (format.layout=array); with it every sample has prod(shape) bytes
+    # every sample a uint8 array of this shape, e.g. [512,512,3]; the size follows (prod(shape) bytes: a
+    # workload.sample_size given on the command line that disagrees is an error, a preset's is replaced;
+    # sample_size_stdev must be 0). Needed by the N-d layouts (format.layout=array); reader=tf hands on batches of this
+    # shape. In the dataset key and recorded with the result; at [] (samples of sample_size bytes) in no key
     sample_shape: list[int] = field(default_factory=list)
-    # standard deviation of the sample size (bytes or units); 0 = every sample the same size
+    # standard deviation of the size, per sample, deterministic in seed; 0 = fixed
     sample_size_stdev: str = "0"
-    # samples per file (fpp: at most this many, and at least one file per rank)
+    # samples per file (fpp: at most; at least one file per rank)
     samples_per_file: int = 1024
-    # sample bytes: random (incompressible) | zeros | a compressibility ratio > 1 (2.0 = gzip compresses ~2:1)
+    # the samples' bytes: random (incompressible), zeros, or a compressibility ratio > 1 (2.0: gzip compresses it about
+    # 2:1); deterministic in seed, part of the dataset key, recorded with the result
     payload: str = "random"
-    # samples per rank per training step
+    # samples per rank per step
     batch_size: int = 8
     # passes over the dataset
     epochs: int = 2
-    # emulated compute per batch, seconds (what the training step takes on an otherwise idle node)
+    # emulated compute per batch, seconds (what the step takes on an otherwise idle node)
     compute_time: float = 0.0
-    # how a batch's compute is emulated: sleep (occupies no core: a step on an accelerator) | cpu (a fixed amount
-    # of CPU work that takes compute_time on an idle node, in compute_threads threads: a CPU-only training step,
-    # which the input pipeline slows down by taking cores from it)
+    # how a batch's compute is emulated: sleep (occupies no core and holds no lock: a step on an accelerator) or cpu (a
+    # fixed amount of CPU work that takes compute_time on the idle node, in compute_threads threads: a CPU-only training
+    # step, which stretches when the input pipeline takes cores from it; see point.md). In the point key only at cpu
     compute: str = "sleep"
-    # compute=cpu: threads per rank that do the work; 0 = the node's CPUs divided by the ranks per node
+    # compute=cpu: threads per rank that do the work; 0 = the CPUs the rank may run on (its affinity mask) divided by
+    # the ranks on its node, at least 1. In the point key only with compute=cpu
     compute_threads: int = 0
-    # cold: evict the dataset from the page cache before each epoch; warm: leave it cached; storage_cold: also read
-    # a flush file of flush_size bytes before each epoch, untimed, to push the dataset out of the caches below
-    # the client (storage controller, OSS, VM host), then evict as cold does
+    # cold: evict from the page cache before every epoch; warm: read once first, keep cached; storage_cold: also read a
+    # flush file through before every epoch, to push the dataset out of the caches below the client (see point.md)
     cache: str = "cold"
-    # cold: read a freshly generated dataset once, untimed, before its first measured epoch, so that the first
-    # repetition is not the only one the device serves (every later read is served by a cache below the client)
+    # cache=cold: read a freshly generated dataset through, untimed, before its first measured epoch, so every
+    # repetition reads it as a repeat (see point.md)
     settle: bool = True
-    # storage_cold: bytes of the flush file read before each epoch (units accepted); larger than the caches below
-    # the client, whose size the client cannot know
+    # cache=storage_cold: size of the flush file (data_root/flush/, written once)
     flush_size: str = "8GiB"
-    # standard deviation of the compute time per batch, seconds (0 = constant); drawn per batch, seeded
+    # compute time drawn per batch from normal(mean, stdev), clipped at 0, seeded; 0 = constant
     compute_time_stdev: float = 0.0
-    # none | file (permute the file order) | sample (a seeded global permutation); new order every epoch
+    # none; file: the files' order permuted each epoch; sample: a seeded global permutation of all samples each epoch
     shuffle: str = "none"
-    # each rank reads only whole batches, the same number on every rank (the rest of the epoch is dropped)
+    # every rank reads the same number of whole batches; the rest of the epoch is dropped
     drop_last: bool = False
-    # reader threads per rank that read ahead while compute runs; 0 = read in the training loop itself
+    # reader threads per rank that read ahead while compute runs; 0 = the training loop reads. With reader=torch: the
+    # DataLoader's num_workers, worker *processes* per rank
     read_threads: int = 0
-    # batches read ahead per rank when read_threads >= 1
+    # batches read ahead per rank (with read_threads ≥ 1). With reader=torch: the DataLoader's prefetch_factor, batches
+    # in flight per worker
     prefetch: int = 2
-    # reader=torch (read_threads = DataLoader worker processes per rank, prefetch = prefetch_factor, batches per
-    # worker): keep the workers (and the files they opened) from epoch to epoch
+    # reader=torch: the DataLoader keeps its workers, and the files they opened, from epoch to epoch. In the point key
+    # only at true
     persistent_workers: bool = False
-    # reader=torch: the DataLoader copies each batch into pinned (page-locked) memory (a no-op without an accelerator)
+    # reader=torch: batches copied into pinned memory (a no-op without an accelerator). In the point key only at true
     pin_memory: bool = False
-    # reader=torch: how worker processes start: fork | forkserver | spawn (a worker never initialises MPI)
+    # reader=torch: how workers start: fork, forkserver or spawn (a worker never initialises MPI). In the point key only
+    # away from fork. The three reader=torch knobs away from their defaults with another reader are refused
     start_method: str = "fork"
-    # write every rank's operations (start, duration, file, offset, size, op) to trace-rank<N>.csv
+    # write every rank's reads, opens and closes to trace-rank<N>.csv in the run folder
     trace: bool = False
 
 
@@ -147,60 +156,81 @@ class ClusterConf:
 
 @dataclass
 class DdlioConf:
+    # hdf5, tfrecord, npz, npy, bin, jpeg, png (a config group: each has its own options, below)
     format: FormatConf = MISSING
+    # shared: all ranks read the same file(s); fpp: file per process, each rank reads only its own files
     access: AccessConf = MISSING
     workload: WorkloadConf = MISSING
+    # local: submitit's local executor, or slurm (slurm.md); cluster.launch is the MPI launch line (mpiexec -n {ranks}),
+    # cluster.timeout_min the limit per point, cluster.hang_timeout_s how long a rank waits at a barrier before the step
+    # is aborted, and how long an MPI step may take to get all its ranks through MPI start-up (a step that has not is
+    # killed and started once more, then the point fails saying so, instead of holding its nodes until the time limit),
+    # cluster.env extra environment for the ranks
     cluster: ClusterConf = MISSING
-    # Lustre stripe count as `lfs setstripe -c` takes it: -1 = all OSTs, 0 = file-system default, N >= 1
+    # stripe count, as lfs setstripe -c takes it: -1 all OSTs, 0 the file system's default, N ≥ 1 (on CephFS: objects
+    # written at a time, N ≥ 1 or 0; the layout rules are the backend's, docs/point.md)
     stripe: int = 1
-    # Lustre stripe size: bytes or units, a multiple of 64KiB (0 = file-system default)
+    # Lustre stripe size, bytes or units (1MiB, 4M), a multiple of 64 KiB; 0 = default
     stripe_size: str = "1MiB"
-    # CephFS object size: bytes or units, a multiple of stripe_size (0 = the directory's; refused off CephFS)
+    # CephFS object size, bytes or units, a multiple of stripe_size and at most the OSDs' osd max object size; 0 = the
+    # directory's; refused off CephFS
     object_size: str = "0"
-    # data pool of the layout (CephFS, Lustre OST pool; "" = the directory's; refused where there are none)
+    # the layout's data pool (a CephFS data pool, a Lustre OST pool); "" = the directory's; refused where there are none
     pool: str = ""
-    # nodes per point
+    # nodes per point (>1 needs a cluster)
     nodes: int = 1
     # MPI ranks per node
     ppn: int = 1
-    # repetition index: repeat=0,1,2 measures the same point three times, as separate points
+    # repetition index; repeat=0,1,2 measures three times, as three points
     repeat: int = 0
-    # seed of everything random: sample sizes, payloads
+    # seed of sample sizes and payload bytes
     seed: int = 42
-    # directory under which datasets (datasets/) and run folders (runs/) live
+    # where datasets (datasets/) and run folders (runs/) live
     data_root: str = "ddlio-data"
-    # results store: a SQLite file path or a SQLAlchemy URL (postgresql://user@host:5432/db)
+    # results store: a SQLite file, or a SQLAlchemy URL (postgresql://user@host:5432/db; see store.md)
     db: str = "results.db"
-    # a file (mode 600) holding the store's URL, password included; replaces db when set
+    # a file (chmod 600) holding the store's URL with its password; replaces db
     db_url_file: str = ""
-    # re-measure points that are already in the store
+    # re-measure points already in the store
     force: bool = False
-    # re-measure only the points the store holds as measured by an earlier method (e.g. cold without settling);
-    # force=true re-measures every point. Not part of the point key.
+    # re-measure only points stored as measured by an earlier method (cold without settling)
     remeasure_earlier: bool = False
-    # native: ddlio's own reader; tf: TensorFlow's tf.data (TFRecordDataset, or from_generator for other formats);
-    # torch: PyTorch's DataLoader (map-style Dataset, DistributedSampler, worker processes)
+    # native: ddlio's reader; tf: TensorFlow's tf.data (needs pip install -e '.[tf]'; see point.md); torch: PyTorch's
+    # DataLoader (needs pip install -e '.[torch]'; see point.md)
     reader: str = "native"
-    # wait for the jobs and store each result as it lands (false: submit and return; rerun to harvest)
+    # wait for the jobs and store each result as it lands; false (Slurm only) submits and returns
     wait: bool = True
-    # print what would be submitted (points, resources, sbatch lines) and submit nothing
+    # print what would be submitted (points, resources, and on Slurm the whole job script sbatch would receive) and
+    # write nothing
     dry_run: bool = False
     # rerun points stored as failed
     retry_failed: bool = True
-    # order in which points run: given (as composed) | random (seeded shuffle: drift cannot pose as an effect)
+    # given, or random: run the points in a seeded random order, so drift cannot pose as an effect
     order: str = "given"
-    # what each point returns to a Hydra sweeper (Optuna maximises it): bandwidth_mib_s | samples_per_s | au |
-    # iops. Not part of the point key: the same measurement answers every objective.
+    # what each point returns to a Hydra sweeper, maximised: bandwidth_mib_s, samples_per_s, au, iops (not part of the
+    # point key)
     objective: str = "bandwidth_mib_s"
-    # what a point measures: train (a training loop reading its dataset every epoch); the workload kinds are
-    # experiments.registry.KINDS, plug-ins included
+    # what a point measures: train, a training loop reading its dataset every epoch (the workload kinds, plug-ins
+    # included, are experiments.registry.KINDS). In the point key only away from train
     kind: str = "train"
+
+
+def _knob_help() -> str:
+    """The knobs as ``sweep.py --help`` lists them (:func:`experiments.config.fields.knob_help`), with the workload
+    kinds the registry holds, plug-ins included."""
+    from experiments.config.fields import knob_help
+    from experiments.registry import KINDS
+
+    return knob_help({"kind": sorted(KINDS)})
 
 
 def register_configs() -> None:
     """Register the schema with Hydra's ConfigStore (``conf/`` files extend these nodes)."""
     from hydra.core.config_store import ConfigStore  # lazy: start-up (hydra is imported only where it composes)
+    from omegaconf import OmegaConf  # lazy: as hydra
 
+    # conf/config.yaml's hydra.help.template lists the knobs, each with its default and doc, through this resolver
+    OmegaConf.register_new_resolver("ddlio_knobs", _knob_help, replace=True)
     cs = ConfigStore.instance()
     cs.store(name="ddlio_schema", node=DdlioConf)
     for name, node in FORMAT_SCHEMAS.items():
