@@ -51,6 +51,12 @@ LOADER_NEEDS: dict[str, Needs] = {
 }
 
 
+#: workload knobs only one built-in loader takes, at their defaults: another loader refuses them away from these
+LOADER_OPTIONS: dict[str, dict[str, object]] = {
+    "torch": {"persistent_workers": False, "pin_memory": False, "start_method": "fork"},
+}
+
+
 def needs_of(registry: LazyRegistry, builtin: dict[str, Needs], name: str) -> Needs | None:
     """What ``name``'s implementation needs: a built-in's from ``builtin``, a plug-in's from its class's ``needs``
     attribute (importing the plug-in); None when it needs nothing more."""

@@ -16,7 +16,7 @@ _EXPORTS = {
     **dict.fromkeys(("CLUSTERS", "SLURM_ONLY", "ClusterSpec", "FormatSpec", "LayoutSpec", "LocalCluster", "PointSpec",
                      "SlurmCluster", "WorkloadSpec"), ".point"),
     **dict.fromkeys(("ACCESS_MODES", "CACHE_POLICIES", "COMPUTE_MODES", "EXECUTORS", "FORMAT_SCHEMAS",
-                     "MAX_COMPUTE_THREADS", "MAX_SAMPLE_SIZE", "MAX_TIMEOUT_MIN", "OBJECTIVES", "ORDERS", "READERS",
+                     "MAX_COMPUTE_THREADS", "MAX_SAMPLE_SIZE", "MAX_TIMEOUT_MIN", "OBJECTIVES", "ORDERS",
                      "SHUFFLES", "TF_INSTALL_HINT", "TORCH_INSTALL_HINT", "AccessConf", "ClusterConf", "DdlioConf",
                      "WorkloadConf", "register_configs"), ".schema"),
     **dict.fromkeys(("SCHEMA_VERSION",), ".point"),

@@ -368,7 +368,7 @@ class PointSpec:
     force: bool = False
     # the Hydra overrides that made the point (passwords masked)
     overrides: tuple[str, ...] = ()
-    # native | tf | torch (READERS)
+    # the loader: native | tf | torch, or a plug-in's (experiments.registry.LOADERS)
     reader: str = "native"
     # the workload kind: what the point measures (experiments.registry.KINDS)
     kind: str = "train"

@@ -17,12 +17,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from experiments.config.fields import knob_help
 from experiments.formats import FORMAT_CONFS
 from experiments.formats.base import MISSING, FormatConf
+from experiments.registry import KINDS, LOADER_NEEDS
 
 ACCESS_MODES = ("shared", "fpp")
 SHUFFLES = ("none", "file", "sample")
-READERS = ("native", "tf", "torch")
 #: how reader=torch starts its DataLoader worker processes (multiprocessing start methods)
 START_METHODS = ("fork", "forkserver", "spawn")
 ORDERS = ("given", "random")
@@ -39,9 +40,9 @@ MAX_SAMPLE_SIZE = 2 * 1024**3
 #: Longest time limit a point may ask for (minutes): a year
 MAX_TIMEOUT_MIN = 366 * 24 * 60
 #: what validation says when reader=tf is asked for without TensorFlow (experiments.kernel.tfdata raises it too)
-TF_INSTALL_HINT = "reader=tf needs TensorFlow: pip install -e '.[tf]' (or pip install tensorflow-cpu)"
+TF_INSTALL_HINT = LOADER_NEEDS["tf"].hint
 #: what validation says when reader=torch is asked for without PyTorch (experiments.kernel.torchdata raises it too)
-TORCH_INSTALL_HINT = "reader=torch needs PyTorch: pip install -e '.[torch]'"
+TORCH_INSTALL_HINT = LOADER_NEEDS["torch"].hint
 
 #: each format's conf, by format name (the registry's: experiments.formats.FORMAT_CONFS)
 FORMAT_SCHEMAS: Mapping[str, type[FormatConf]] = FORMAT_CONFS
@@ -218,9 +219,6 @@ class DdlioConf:
 def _knob_help() -> str:
     """The knobs as ``sweep.py --help`` lists them (:func:`experiments.config.fields.knob_help`), with the workload
     kinds the registry holds, plug-ins included."""
-    from experiments.config.fields import knob_help
-    from experiments.registry import KINDS
-
     return knob_help({"kind": sorted(KINDS)})
 
 

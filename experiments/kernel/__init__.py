@@ -14,7 +14,9 @@ The parts: :mod:`~experiments.kernel.sampling` (who reads what, in which order),
 (the read loop), :mod:`~experiments.kernel.cachepolicy` (the cache policies, on :mod:`~experiments.kernel.cache`),
 :mod:`~experiments.kernel.guards` (barriers that give up, fault injection), :mod:`~experiments.kernel.kernel` (one
 rank's run, and rank 0's plan check and record), :mod:`~experiments.kernel.main`
-(``run``, ``main``); loaders: native (lanes), :mod:`~experiments.kernel.tfdata`; :mod:`~experiments.kernel.compute`
+(``run``, ``main``); the loaders, one module each behind one protocol (:mod:`~experiments.kernel.loaders`:
+native over the lanes, tf over :mod:`~experiments.kernel.tfdata`, torch over :mod:`~experiments.kernel.torchdata`,
+or a plug-in's); :mod:`~experiments.kernel.compute`
 (the emulated compute), :mod:`~experiments.kernel.posix` (the file-system layer).
 
 The set-up and entry (``Kernel``, ``run``, ``main``) are not re-exported here: experiments.config imports

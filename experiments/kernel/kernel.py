@@ -7,10 +7,8 @@ from __future__ import annotations
 import os
 import resource
 import socket
-import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +32,11 @@ from experiments.kernel.cachepolicy import (
     settle,
 )
 from experiments.kernel.compute import Compute
-from experiments.kernel.guards import ProgressWatch, fault_of, guarded_barrier, inject
-from experiments.kernel.lanes import EpochArrays, Lane, busy_ns, within_epoch, write_trace
+from experiments.kernel.guards import ProgressWatch, fault_of, guarded_barrier
+from experiments.kernel.lanes import EpochArrays, Lane, within_epoch, write_trace
+from experiments.kernel.loaders.base import EpochRecord, Loader, ReadContext
 from experiments.kernel.sampling import compute_times, drop_last_keep, epoch_ids
+from experiments.registry import LOADERS
 
 
 class Kernel:
@@ -67,23 +67,17 @@ class Kernel:
         self.paths = [plan.file_path(f) for f in range(plan.num_files)]
         w = point.workload
         self.batch, self.policy = w.batch_size, w.cache
-        self.tf: Any = None
-        if point.reader == "tf":
-            from experiments.kernel import tfdata  # lazy: TensorFlow
-
-            self.tf = tfdata.import_tf()
-        self.threads, self.prefetch, self.trace = int(w.read_threads), int(w.prefetch), bool(w.trace)
+        self.trace = bool(w.trace)
         self.guard_s = float(point.cluster.hang_timeout_s)
         self.fault = fault_of(point, self.rank)
         self.started, self.started_unix = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.time()
-        self._set_up_lanes()
-        self.torch: Any = None
-        if point.reader == "torch":
-            from experiments.kernel import torchdata  # lazy: PyTorch
-
-            self.torch = torchdata.TorchLoader(plan, point, self.nranks, self.rank, self.paths,
-                                               int(self.record.max()), self.trace)
+        # the loader (the point's reader, plug-ins included): set up before anything is primed or timed
+        loader_cls: type[Loader] = LOADERS[point.reader]
+        self._set_up_lanes(loader_cls.lanes_for(point))
         self.watch = ProgressWatch(comm, self.guard_s, self.paths)
+        self.loader = loader_cls(ReadContext(point=point, plan=plan, ranks=self.nranks, rank=self.rank,
+                                             paths=self.paths, lanes=self.lanes, record=self.record, fmt=fmt,
+                                             trace=self.trace, watch=self.watch, fault=self.fault))
         self._prime()
         self._set_up_below_client()
         # the emulated compute: compute=cpu calibrates its work rate here, untimed, every rank of a node at once
@@ -100,29 +94,15 @@ class Kernel:
         self.cache_rows: list[dict[str, Any]] = []
         self.planned: list[int] = []
 
-    def _set_up_lanes(self) -> None:
-        """The file-system layer's counters, the lanes (one preallocated buffer each, as large as the dataset's
-        largest record, reused for every read) and, with reader threads, their pool (each thread binds a lane)."""
+    def _set_up_lanes(self, n: int) -> None:
+        """The file-system layer's counters and ``n`` lanes (one preallocated buffer each, as large as the dataset's
+        largest record, reused for every read; the loader binds its reading threads to them)."""
         # the file-system layer: this process's I/O counters around each epoch, each thread's around each batch
         # (DDLIO_FS_LAYER=off, internal: the same reads without any counter, the benches' reference)
         self.fs_layer = os.environ.get("DDLIO_FS_LAYER", "on") != "off" and posix.available()
         self.proc_io = posix.IOCounter("/proc/self/io") if self.fs_layer else None
         self.lanes = [Lane(self.fmt, self.paths, int(self.record.max()), self.trace, self.fs_layer)
-                      for _ in range(max(1, self.threads))]
-        self.pool: Any = None
-        self.local: Any = None
-        if not self.threads or self.point.reader == "torch":  # reader=torch: read_threads are worker processes
-            return
-        self.local = local = threading.local()
-        counter = iter(range(self.threads))
-        lock = threading.Lock()
-
-        def _bind() -> None:
-            with lock:
-                local.lane = self.lanes[next(counter)]
-
-        self.pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="ddlio-reader",
-                                       initializer=_bind)
+                      for _ in range(n)]
 
     def _set_up_below_client(self) -> None:
         """Below the client: settle a fresh dataset (cold), or make sure the flush file exists (storage_cold)."""
@@ -138,7 +118,7 @@ class Kernel:
         pages are then evicted, to leave no trace in the page cache, unless they were all cached before it (then
         its reads changed nothing: a warm file stays warm instead of being read again in full by cache=warm)."""
         plan, paths = self.plan, self.paths
-        if self.tf is None and plan.samples:
+        if self.loader.primes_lanes and plan.samples:
             primed = [paths[0], *self.fmt.sidecars(paths[0])]
             cached = pagecache.residency(primed) == 1.0  # NaN (not measurable) or less: evict after
             with self.fmt.open(paths[0]) as r:
@@ -165,34 +145,34 @@ class Kernel:
         guarded_barrier(self.comm, self.guard_s, f"the start of epoch {epoch}")
 
     def measure_epoch(self, epoch: int) -> None:
-        """One timed epoch on this rank: read its share in batches (with the emulated compute), close the files,
-        then fill one :class:`RankEpoch` (application and file-system layers) and gather them on rank 0."""
+        """One timed epoch on this rank: the loader reads its share in batches (with the emulated compute), the
+        files are closed, then one :class:`RankEpoch` is filled (application and file-system layers) and gathered
+        on rank 0."""
         ids = epoch_ids(self.plan, self.point, epoch, self.nranks, self.rank)
-        ep = EpochArrays(self.plan, ids, self.trace, starts_needed=self.threads > 0,
-                         sizes_needed=self.fs_layer and self.tf is None and self.torch is None)
-        nb = -(-len(ids) // self.batch)
-        compute = compute_times(self.point, epoch, self.rank, nb).tolist()
+        loader = self.loader
+        ep = EpochArrays(self.plan, ids, self.trace, starts_needed=loader.keeps_starts,
+                         sizes_needed=self.fs_layer and loader.reads_per_sample)
+        compute = compute_times(self.point, epoch, self.rank, -(-len(ids) // self.batch)).tolist()
         m = RankEpoch(self.rank, self.node, epoch)
         perf = time.perf_counter_ns
         io0 = self.proc_io.snap() if self.proc_io else b""
         t_epoch = perf()
-        nbytes, wait_ns, tf_out = self._read_epoch(epoch, ids, ep, nb, compute, m)
-        planned = self._planned_bytes(epoch, ids, ep, tf_out)
-        if self.torch is not None and tf_out is not None:  # the reads as the workers made them, for the log
-            ids, ep = np.asarray(tf_out["ids"], dtype=np.int64), self.torch.epoch_arrays(tf_out)
-            self.lanes[0].meta_events.extend(self.torch.open_events(tf_out) if self.trace else [])
+        rec = loader.run_epoch(epoch, ids, ep, compute, self.compute.run)
+        planned = rec.planned if rec.planned is not None else self._planned_bytes(epoch, ids, ep)
+        if rec.ep is not None:  # the reads as the loader made them elsewhere (its workers), for the log
+            ids, ep = rec.ids if rec.ids is not None else ids, rec.ep
+        self.lanes[0].meta_events.extend(rec.open_events)
         for lane in self.lanes:  # every batch's reads have returned: log offsets, close the files each lane opened
             if self.trace:
                 lane.record_offsets(ep)
             lane.close_all()
         m.wall_time_s = (perf() - t_epoch) / 1e9
         io1 = self.proc_io.snap() if self.proc_io else b""
-        self._application_layer(m, nbytes, wait_ns, ids, ep, tf_out)
+        self._application_layer(m, rec)
         snaps = [lane.take_snaps() for lane in self.lanes]
-        posix.epoch_layer(m, io0, io1, snaps, ep.lat, ep.size, per_sample=tf_out is None)
-        if self.torch is not None and tf_out is not None and self.fs_layer:  # summed over the reading processes
-            m.posix_reads, m.posix_bytes_read = tf_out["posix_reads"], tf_out["posix_bytes"]
-            m.os_read_bytes = tf_out["os_read_bytes"]
+        posix.epoch_layer(m, io0, io1, snaps, ep.lat, ep.size, per_sample=loader.reads_per_sample)
+        if rec.posix is not None and self.fs_layer:  # counted in the processes that read, summed over them
+            m.posix_reads, m.posix_bytes_read, m.os_read_bytes = rec.posix
         self.planned.append(planned)
         if self.trace:
             self._log_epoch(epoch, ids, ep)
@@ -204,108 +184,36 @@ class Kernel:
         if self.rank == 0:
             self.epochs.append(gathered)
 
-    def _read_epoch(self, epoch: int, ids: np.ndarray, ep: EpochArrays, nb: int, compute: list[float],
-                    m: RankEpoch) -> tuple[int, int, dict[str, Any] | None]:
-        """The timed loop: ``nb`` batches read (natively or through tf.data), each followed by its compute
-        (``compute``, s; its wall time added to ``m``). Returns (bytes read, ns the loop waited, tf.data's figures
-        or None)."""
-        if self.torch is not None:
-            out = self.torch.run_epoch(epoch, compute, self.compute.run)
-            m.compute_time_s = out["compute_s"]
-            return out["bytes"], out["wait_ns"], out
-        if self.tf is not None:
-            from experiments.kernel import tfdata  # lazy: TensorFlow
-
-            tf_out = tfdata.run_epoch(self.tf, self.plan, self.point, epoch, self.nranks, self.rank, ids,
-                                      self.lanes[0], compute, self.compute.run)
-            m.compute_time_s = tf_out["compute_s"]
-            return tf_out["bytes"], tf_out["wait_ns"], tf_out
-        perf = time.perf_counter_ns
-        nbytes = wait_ns = 0
-        fetch = self._fetcher(ep, len(ids), nb)
-        fault, run_compute, watch = self.fault if epoch == 0 else None, self.compute.run, self.watch
-        watch.start_epoch(epoch, ep, self.lanes, window=(self.prefetch + 2) * self.batch)
-        if fault == "hang":
-            inject(fault, self.rank)
-        for b in range(nb):
-            t = perf()
-            nbytes += fetch(b)
-            wait_ns += perf() - t
-            if fault:
-                inject(fault, self.rank)
-            if compute[b] > 0:
-                watch.computing(compute[b])
-                m.compute_time_s += run_compute(compute[b])
-            watch.batch_done()
-        return nbytes, wait_ns, None
-
-    def _planned_bytes(self, epoch: int, ids: np.ndarray, ep: EpochArrays, tf_out: dict[str, Any] | None) -> int:
-        """The bytes the epoch's reads must return on this rank: the record bytes of its ids, tf.data's plan, or
+    def _planned_bytes(self, epoch: int, ids: np.ndarray, ep: EpochArrays) -> int:
+        """The bytes the epoch's reads through the lanes must return on this rank: the record bytes of its ids, or
         (load=whole) each file's whole-load bytes times it was loaded."""
-        if tf_out is not None and tf_out.get("loader") == "torch":
-            return tf_out["planned"]
         if not self.fmt.loads_whole:
-            return int(self.record[ids].sum()) if tf_out is None else tf_out["planned"]
+            return int(self.record[ids].sum())
         loads = [fl for lane in self.lanes for fl in lane.whole_loads()]
         if not {f for f, n in loads if n} >= set(ep.fo):  # ep.fo: a list of ints
             raise KernelError(f"epoch {epoch}: a file read from was never loaded whole: the count is not "
                               "trustworthy")
         return int(sum(int(self.loads[f]) * n for f, n in loads))
 
-    def _application_layer(self, m: RankEpoch, nbytes: int, wait_ns: int, ids: np.ndarray, ep: EpochArrays,
-                           tf_out: dict[str, Any] | None) -> None:
-        """Fill ``m``'s application layer: samples, bytes, operations, times in s, and the histogram of latencies
-        (ns): per read (reader=torch: per sample, in the worker), or with reader=tf per batch (tf.data hides the
-        individual reads)."""
+    def _application_layer(self, m: RankEpoch, rec: EpochRecord) -> None:
+        """Fill ``m``'s application layer from the loader's record: samples, bytes, operations, times in s, and the
+        histogram of latencies (ns). Where the reads overlap each other or the loop, they count once, as Darshan
+        counts them, and the I/O time is at most the epoch it lies in."""
         lanes = self.lanes
-        m.samples = len(ids) if tf_out is None else tf_out["samples"]
-        m.bytes_read = nbytes
+        m.samples = rec.samples
+        m.bytes_read = rec.bytes_read
         m.read_ops = m.samples
-        torch = tf_out is not None and tf_out.get("loader") == "torch"
-        opens = tf_out["opens"] if torch else sum(lane.opens for lane in lanes)
-        m.meta_ops = 2 * opens  # one open and one close per file a lane (or torch worker) opened (tf.data's unseen)
-        lat = np.asarray(ep.lat if tf_out is None else tf_out["lat"], dtype=np.int64)
-        m.meta_time_s = (tf_out["meta_ns"] if torch else sum(lane.meta_ns for lane in lanes)) / 1e9
-        if torch:  # reads in flight in any worker (or the loop itself), counted once, as Darshan counts them;
-            # the workers' opens overlap them and the loop: I/O time is at most the epoch it lies in
+        opens = rec.opens if rec.opens is not None else sum(lane.opens for lane in lanes)
+        m.meta_ops = 2 * opens  # one open and one close per file opened (a library's own opens unseen)
+        m.meta_time_s = (rec.meta_ns if rec.meta_ns is not None else sum(lane.meta_ns for lane in lanes)) / 1e9
+        if rec.overlapped:
             m.meta_time_s = min(m.meta_time_s, m.wall_time_s)
-            m.read_time_s = within_epoch(tf_out["read_ns"] / 1e9, m.meta_time_s, m.wall_time_s)
-        elif tf_out is not None:  # tf.data overlaps its reads (and the generator's opens) with everything: its I/O
-            m.meta_time_s = min(m.meta_time_s, m.wall_time_s)  # time is the epoch's wall, opens included
-            m.read_time_s = within_epoch(m.wall_time_s, m.meta_time_s, m.wall_time_s)
-        elif self.threads:  # overlapping reads of the reader threads count once, as Darshan counts them
-            m.read_time_s = busy_ns(np.asarray(ep.start, dtype=np.int64), lat) / 1e9
-            # the lanes open files concurrently, overlapping each other and other lanes' reads: summed, their
-            # times can exceed the epoch; I/O time is at most the epoch it lies in
-            m.meta_time_s = min(m.meta_time_s, m.wall_time_s)
-            m.read_time_s = within_epoch(m.read_time_s, m.meta_time_s, m.wall_time_s)
+            m.read_time_s = within_epoch(rec.read_s, m.meta_time_s, m.wall_time_s)
         else:
-            m.read_time_s = float(lat.sum()) / 1e9
-        m.wait_time_s = wait_ns / 1e9
-        m.hist = histogram(lat).tolist()
-
-    def _fetcher(self, ep: EpochArrays, n: int, nb: int) -> Any:
-        """``fetch(b)``: batch b's reads, returning their bytes; done by the training loop itself, or by reader
-        threads that keep up to ``prefetch`` batches in flight ahead of the loop."""
-        batch, lanes, pool, local = self.batch, self.lanes, self.pool, self.local
-        if pool is None:
-            def fetch(b: int) -> int:
-                return lanes[0].read_range(b * batch, min((b + 1) * batch, n), ep)
-
-            return fetch
-
-        def task(b: int) -> int:
-            return local.lane.read_range(b * batch, min((b + 1) * batch, n), ep)
-
-        futures: dict[int, Any] = {}
-
-        def fetch_ahead(b: int) -> int:
-            for ahead in range(b, min(nb, b + 1 + self.prefetch)):  # b, and `prefetch` batches ahead of it
-                if ahead not in futures:
-                    futures[ahead] = pool.submit(task, ahead)
-            return futures.pop(b).result()
-
-        return fetch_ahead
+            m.read_time_s = rec.read_s
+        m.wait_time_s = rec.wait_ns / 1e9
+        m.compute_time_s = rec.compute_s
+        m.hist = histogram(np.asarray(rec.lat_ns, dtype=np.int64)).tolist()
 
     def _log_epoch(self, epoch: int, ids: np.ndarray, ep: EpochArrays) -> None:
         """The epoch's rows of this rank's access log (times in s on the common wall-clock base)."""
@@ -322,10 +230,7 @@ class Kernel:
         """After the last epoch: write this rank's access log, gather what rank 0 needs; on rank 0, check every
         epoch's bytes against the plan and return the result record (the others return None)."""
         self.watch.stop()
-        if self.pool is not None:
-            self.pool.shutdown()
-        if self.torch is not None:
-            self.torch.close()
+        self.loader.close()
         self.compute.close()
         if self.trace:
             # in the run folder of the result; a rerun with --result logs beside the original's, not over them
@@ -343,8 +248,8 @@ class Kernel:
             "compute": self.compute_calibration,
             # the rank's reads by the loop that made them: the C one (experiments/kernel/_readrun.c), the Python one
             "read_loop": {name: sum(lane.reads[name] for lane in self.lanes) for name in ("native", "python")},
-            # reader=torch: the DataLoader's knobs and every worker's opens per epoch
-            **({"torch": self.torch.info()} if self.torch is not None else {}),
+            # what the loader records of itself (reader=torch: the DataLoader's knobs, every worker's opens)
+            **self.loader.describe(),
         }
         ranks_info = self.comm.gather(own, root=0)
         all_planned = self.comm.gather(self.planned, root=0)
@@ -358,16 +263,12 @@ def epoch_rows(k: Kernel, all_planned: list[list[int]]) -> tuple[list[dict[str, 
     """Every epoch's aggregate row and planned bytes; a :class:`~ddlio.errors.KernelError` where the reads did not
     return the plan (every rank's planned bytes, from the record sizes measured at generation for the ids it was
     given, and the number of samples the epoch must cover in total)."""
-    plan, nranks, tf = k.plan, k.nranks, k.tf
+    plan, nranks = k.plan, k.nranks
     keep = drop_last_keep(plan, k.point, nranks)
     want_samples = nranks * keep if keep is not None else plan.samples
-    if (tf is not None and keep is not None) or k.torch is not None:
-        want_samples = None  # tf.data drops each rank's own remainder; reader=torch checks its sampler's ids
-    slack = 0
-    if tf is not None and plan.format == "tfrecord":
-        from experiments.kernel import tfdata  # lazy: TensorFlow (only a tf.data point's rank 0 loads it)
-
-        slack = tfdata.TF_OTHER_READS_MAX * nranks
+    if not k.loader.checks_samples(keep):
+        want_samples = None  # the loader checks its own (tf.data drops each rank's remainder; a sampler's ids)
+    slack = k.loader.slack_bytes()
     planned_per_epoch = [sum(p[e] for p in all_planned) for e in range(len(k.epochs))]
     rows = []
     for e, (ranks_e, cache_row) in enumerate(zip(k.epochs, k.cache_rows, strict=True)):

@@ -7,7 +7,7 @@ point is built from exactly those (tests/test_point_fields.py holds every view o
 
 Import the function as ``from experiments.config.validate import validate`` (``experiments.config.validate`` is this
 package). Reach a concern's module with ``from experiments.config.validate import run`` and monkeypatch the module
-object, e.g. ``monkeypatch.setattr(run, "tf_available", ...)``.
+object, e.g. ``monkeypatch.setattr(run, "LOADERS", ...)``.
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from experiments.config.schema import OBJECTIVES, ORDERS, READERS, TF_INSTALL_HINT, TORCH_INSTALL_HINT
+from experiments.config.schema import OBJECTIVES, ORDERS
 from experiments.config.validate.values import int_range
-from experiments.registry import KINDS, unknown
+from experiments.registry import KINDS, LOADER_NEEDS, LOADER_OPTIONS, LOADERS, needs_of, unknown
 
 
 def tf_available(module: str = "tensorflow") -> bool:
@@ -28,19 +28,19 @@ def check_run(problems: list[str], cfg: dict[str, Any]) -> dict[str, Any]:
     if cfg.get("order", "given") not in ORDERS:
         problems.append(f"order={cfg.get('order')!r} is unknown: choose one of {', '.join(ORDERS)}")
     reader = cfg.get("reader", "native")
-    if reader not in READERS:
-        problems.append(f"reader={reader!r} is unknown: choose one of {', '.join(READERS)}")
-    elif reader == "tf" and not tf_available():
-        problems.append(TF_INSTALL_HINT)
-    elif reader == "torch" and not tf_available("torch"):
-        problems.append(TORCH_INSTALL_HINT)
+    if reader not in LOADERS:
+        problems.append(unknown(LOADERS, "reader", reader))
+    else:
+        needs = needs_of(LOADERS, LOADER_NEEDS, reader)
+        if needs is not None and not needs.met():
+            problems.append(needs.hint)
     w = cfg.get("workload") or {}
-    torch_knobs = {"persistent_workers": False, "pin_memory": False, "start_method": "fork"}
-    off = [k for k, v in torch_knobs.items() if k in w and w[k] != v]
-    if reader != "torch" and off:
-        problems.append(f"workload.{', workload.'.join(off)} appl{'ies' if len(off) == 1 else 'y'} only to "
-                        f"reader=torch (reader={reader!r}): leave {'it' if len(off) == 1 else 'them'} at the default "
-                        "or set reader=torch")
+    for owner, options in LOADER_OPTIONS.items():
+        off = [k for k, v in options.items() if k in w and w[k] != v]
+        if reader != owner and off:
+            problems.append(f"workload.{', workload.'.join(off)} appl{'ies' if len(off) == 1 else 'y'} only to "
+                            f"reader={owner} (reader={reader!r}): leave {'it' if len(off) == 1 else 'them'} at the "
+                            f"default or set reader={owner}")
     kind = cfg.get("kind", "train")
     if kind not in KINDS:
         problems.append(unknown(KINDS, "kind", kind))
