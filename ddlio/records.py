@@ -22,8 +22,8 @@ from ddlio.runpaths import RECORDS, RunPaths
 RESULT_KIND = "ddlio.result"
 FAILURE_KIND = "ddlio.failure"
 #: the words with which the driver's record of a job that left no record of its own says so, in the first line of
-#: its error (``job 42 ended COMPLETED without a result``); stores hold that text, so a stored failure's outcome
-#: is read from it (:meth:`Outcome.of_error`): the words stay these
+#: its error (``job 42 ended COMPLETED without a result``). Records and stores hold the outcome itself; records and
+#: stores written before they did are read from these words (:meth:`Outcome.of_error`): the words stay these
 LOST_WORDS = "without a result"
 #: the longest error text a failure record keeps (characters, the end of it)
 ERROR_CHARS = 4000
@@ -49,12 +49,24 @@ class Outcome(str, Enum):
         return cls.LOST if LOST_WORDS in first else cls.FAILED
 
     @classmethod
-    def of_stored(cls, status: str | None, error: str | None) -> Outcome | None:
-        """The outcome of a store's row (``status`` completed / failed, its ``error``); None while it has none."""
+    def of_value(cls, value: str | None, error: str | None) -> Outcome:
+        """The outcome a failure wrote (``value``), or, for one written before outcomes were (``value`` None or
+        unknown), the one its error text tells."""
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.of_error(error)
+
+    @classmethod
+    def of_stored(cls, status: str | None, error: str | None, outcome: str | None = None) -> Outcome | None:
+        """The outcome of a store's row (``status`` completed / failed, its ``outcome`` as stored, its ``error``
+        for a row stored before outcomes were); None while it has none."""
         if status == "completed":
             return cls.COMPLETED
         if status != "failed":
             return None
+        if outcome in (cls.FAILED.value, cls.LOST.value):
+            return cls(outcome)
         # a stored error keeps only its last ERROR_CHARS characters: the words may be anywhere in what is left
         return cls.LOST if LOST_WORDS in (error or "") else cls.FAILED
 
@@ -107,8 +119,8 @@ class FailureRecord:
     job_state: str = "FAILED"
     run_dir: str = ""
     finished_utc: str | None = field(default_factory=utc_now)
-    #: FAILED (the job's own record) or LOST (the driver's, for a job that left none); not written: read back from
-    #: the error text (:meth:`Outcome.of_error`)
+    #: FAILED (the job's own record) or LOST (the driver's, for a job that left none); written as ``outcome``
+    #: (a record written before it was is read from its error text, :meth:`Outcome.of_error`)
     outcome: Outcome = Outcome.FAILED
     #: keys of the stored form this version does not know, kept as read
     extra: dict[str, Any] = field(default_factory=dict)
@@ -130,17 +142,19 @@ class FailureRecord:
     def to_dict(self) -> dict[str, Any]:
         return {**self.extra, "kind": FAILURE_KIND, "point_key": self.point_key, "point": self.point,
                 "error": self.error, "job_state": self.job_state, "run_dir": self.run_dir,
-                "finished_utc": self.finished_utc}
+                "finished_utc": self.finished_utc, "outcome": self.outcome.value}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FailureRecord:
         if d.get("kind") != FAILURE_KIND or not isinstance(d.get("point"), dict):
             raise ValueError(f"not a ddlio failure record (kind {d.get('kind')!r})")
-        known = ("kind", "point_key", "point", "error", "job_state", "run_dir", "finished_utc")
+        known = ("kind", "point_key", "point", "error", "job_state", "run_dir", "finished_utc", "outcome")
         error = str(d.get("error") or "")
+        outcome = Outcome.of_value(d.get("outcome"), error)
+        if outcome is Outcome.COMPLETED:
+            raise ValueError("a failure record whose outcome is 'completed'")
         return cls(d["point"], error, d.get("job_state", "FAILED"), d.get("run_dir", ""),
-                   d.get("finished_utc"), Outcome.of_error(error),
-                   {k: v for k, v in d.items() if k not in known})
+                   d.get("finished_utc"), outcome, {k: v for k, v in d.items() if k not in known})
 
 
 Record = ResultRecord | FailureRecord

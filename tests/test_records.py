@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import pickle
 
+import pytest
+
 from ddlio.records import (
     FailureRecord,
     Outcome,
@@ -31,7 +33,8 @@ def test_a_failure_has_its_stored_form_and_a_lost_job_reads_back_as_lost():
     rec = FailureRecord.of(POINT, "  job 7 ended COMPLETED without a result\nlog tail  ", job_state="COMPLETED",
                            run_dir="/r", outcome=Outcome.LOST)
     d = rec.to_dict()
-    assert set(d) == {"kind", "point_key", "point", "error", "job_state", "run_dir", "finished_utc"}
+    assert set(d) == {"kind", "point_key", "point", "error", "job_state", "run_dir", "finished_utc", "outcome"}
+    assert d["outcome"] == "lost"
     assert d["kind"] == "ddlio.failure" and d["error"] == "job 7 ended COMPLETED without a result\nlog tail"
     assert record_from_dict(d) == rec and pickle.loads(pickle.dumps(rec)) == rec
     assert FailureRecord.of(POINT, "KernelError: boom").outcome is Outcome.FAILED
@@ -43,6 +46,21 @@ def test_a_stored_rows_outcome():
     assert Outcome.of_stored("failed", "job 1 ended TIMEOUT without a result: time limit") is Outcome.LOST
     assert Outcome.of_stored("failed", "LaunchError: kernel step failed") is Outcome.FAILED
     assert Outcome.of_stored("submitted", None) is None
+    # the stored outcome decides where there is one, whatever the text says
+    assert Outcome.of_stored("failed", "the point's reader said: without a result", "failed") is Outcome.FAILED
+    assert Outcome.of_stored("failed", "killed", "lost") is Outcome.LOST
+
+
+def test_the_outcome_is_written_not_read_from_the_text():
+    """A job's own failure whose error happens to hold the driver's words stays FAILED; a record written before
+    outcomes were (no ``outcome`` key) is read from its text."""
+    rec = FailureRecord.of(POINT, "ValueError: a line without a result in it")
+    assert record_from_dict(rec.to_dict()).outcome is Outcome.FAILED
+    old = {k: v for k, v in FailureRecord.of(POINT, "job 3 ended FAILED without a result").to_dict().items()
+           if k != "outcome"}
+    assert record_from_dict(old).outcome is Outcome.LOST
+    with pytest.raises(ValueError):
+        record_from_dict({**rec.to_dict(), "outcome": "completed"})
 
 
 def test_a_run_folders_records(tmp_path):
