@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
@@ -358,9 +360,18 @@ def test_the_point_is_typed_by_concern(tmp_path):
 @pytest.mark.parametrize("override", ["cluster.partition=compute", "cluster.array_parallelism=8",
                                       "cluster.setup=[module load x]", "cluster.cancel_unrunnable=false"])
 def test_slurm_settings_on_the_local_cluster_are_refused(tmp_path, override):
+    """cluster=local's conf has no Slurm key (ClusterConf; cluster=slurm's SlurmClusterConf inherits it): Hydra
+    refuses one while it composes, and the user reads which executor takes it; added with ``+`` it is refused
+    while validating, as a stored point's Slurm key away from its default is."""
+    import sweep as sweep_module
+
     key = override.split("=", 1)[0]
-    with pytest.raises(ConfigError, match=rf"{key}=.* applies to Slurm only .*use cluster=slurm"):
+    with pytest.raises(Exception) as e:
         spec(tmp_path, override)
+    assert re.fullmatch(rf"{key} applies to Slurm only \(.*\): drop it, or use cluster=slurm",
+                        sweep_module.refused(e.value) or "")
+    with pytest.raises(ConfigError, match=rf"{key}=.* applies to Slurm only .*use cluster=slurm"):
+        spec(tmp_path, "+" + override)
 
 
 # ------------------------------------------------------------------------------------------- compute modes

@@ -112,7 +112,8 @@ def test_a_stand_in_loader_measures_a_real_point(tmp_path, sweep):
     assert [r["standin"]["epochs"] for r in ranks] == [2, 2]
 
     again = sweep(*overrides, timeout=300, **env)  # the stored point is the same point: skipped
-    assert again.returncode == 0 and "1 of 1 points already measured: skipped" in again.stdout, again.stdout + again.stderr
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "1 of 1 points already measured: skipped" in again.stdout, again.stdout
 
 
 def test_an_unknown_reader_names_the_loaders_plug_ins_included(tmp_path, sweep):

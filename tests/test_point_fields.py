@@ -29,6 +29,7 @@ from experiments.config import (
     LocalCluster,
     PointSpec,
     SlurmCluster,
+    SlurmClusterConf,
     WorkloadConf,
     WorkloadSpec,
     register_configs,
@@ -155,13 +156,16 @@ def test_the_store_maps_its_columns_to_the_stored_keys():
 
 
 def test_the_cluster_views_agree(tmp_path):
-    """cluster.* : ClusterConf's keys are the fields of the two cluster specs (executor picks the class), with
-    ClusterConf's defaults, stored in ClusterConf's order (minus those at a keyless default)."""
-    conf = _names(ClusterConf)
-    assert set(conf) - {"executor"} == set(_names(LocalCluster)) | set(_names(SlurmCluster))  # executor: the class
-    assert set(_names(LocalCluster)) <= set(_names(SlurmCluster))
+    """cluster.* : the confs inherit as the specs do (ClusterConf -> SlurmClusterConf, LocalCluster ->
+    SlurmCluster): each conf's keys are its spec's fields (executor picks the class), with the conf's defaults,
+    stored in SlurmClusterConf's order (minus those at a keyless default)."""
+    assert issubclass(SlurmClusterConf, ClusterConf)
+    conf = _names(SlurmClusterConf)
+    assert set(_names(ClusterConf)) - {"executor"} == set(_names(LocalCluster))  # executor: the class
+    assert set(conf) - {"executor"} == set(_names(SlurmCluster))
+    assert conf[:len(_names(ClusterConf))] == _names(ClusterConf)  # Slurm's keys after every executor's
     assert tuple(n for n in _names(SlurmCluster) if n not in _names(LocalCluster)) == SLURM_ONLY
-    unset = ClusterConf()
+    unset = SlurmClusterConf()
     for cls in (LocalCluster, SlurmCluster):
         for f in dataclasses.fields(cls):
             if f.default_factory is not dataclasses.MISSING:

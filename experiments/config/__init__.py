@@ -18,7 +18,7 @@ _EXPORTS = {
     **dict.fromkeys(("ACCESS_MODES", "CACHE_POLICIES", "COMPUTE_MODES", "EXECUTORS", "FORMAT_SCHEMAS",
                      "MAX_COMPUTE_THREADS", "MAX_SAMPLE_SIZE", "MAX_TIMEOUT_MIN", "OBJECTIVES", "ORDERS",
                      "SHUFFLES", "TF_INSTALL_HINT", "TORCH_INSTALL_HINT", "AccessConf", "ClusterConf", "DdlioConf",
-                     "WorkloadConf", "register_configs"), ".schema"),
+                     "SlurmClusterConf", "WorkloadConf", "register_configs"), ".schema"),
     **dict.fromkeys(("SCHEMA_VERSION",), ".point"),
     **dict.fromkeys(("DERIVED_KEYS", "FIELDS", "KEYLESS_DEFAULTS", "STORED_FORM"), ".fields"),
     **dict.fromkeys(("check_writable_dir", "tf_available"), ".validate"),

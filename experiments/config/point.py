@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from ddlio.plain import copy_plain
 from experiments.config.fields import DERIVED_KEYS, KEYLESS_DEFAULTS, STORED_FORM  # noqa: F401  (DERIVED_KEYS: re-exported)
-from experiments.config.schema import ClusterConf
+from experiments.config.schema import SlurmClusterConf
 from experiments.formats import FORMATS
 from lustre import Layout, describe
 
@@ -287,10 +287,10 @@ class ClusterSpec:
     hang_timeout_s: float = 600.0
 
     def to_dict(self) -> dict[str, Any]:
-        """The stored form: every key of :class:`ClusterConf` in its order, a local cluster's Slurm keys at their
-        defaults (as earlier ddlio stored them)."""
+        """The stored form: every key of :class:`SlurmClusterConf` in its order (:class:`ClusterConf`'s, then
+        Slurm's), a local cluster's Slurm keys at their defaults (as earlier ddlio stored them)."""
         out = {}
-        for f in fields(ClusterConf):
+        for f in fields(SlurmClusterConf):
             default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
             value = getattr(self, f.name, default)
             if f.name in CLUSTER_KEYLESS_DEFAULTS and value == CLUSTER_KEYLESS_DEFAULTS[f.name]:
@@ -344,7 +344,7 @@ class SlurmCluster(ClusterSpec):
 
 
 CLUSTERS: dict[str, type[LocalCluster] | type[SlurmCluster]] = {"local": LocalCluster, "slurm": SlurmCluster}
-#: the keys of ClusterConf that only a Slurm cluster has
+#: the keys only a Slurm cluster has (SlurmClusterConf beyond ClusterConf)
 SLURM_ONLY = tuple(f.name for f in fields(SlurmCluster) if f.name not in {g.name for g in fields(LocalCluster)})
 
 @dataclass(frozen=True)

@@ -121,6 +121,10 @@ class WorkloadConf:
 
 @dataclass
 class ClusterConf:
+    """What every executor takes (as the submitit launcher's ``BaseQueueConf``): ``cluster=local`` is this conf, and
+    each executor's own conf inherits it (``SlurmClusterConf``), so a key of another executor is refused while
+    Hydra composes."""
+
     # configuration name (informational)
     name: str = "local"
     # local: submitit's local executor (one point at a time); slurm: one Slurm job per point
@@ -133,6 +137,13 @@ class ClusterConf:
     env: dict[str, str] = field(default_factory=dict)
     # seconds a rank may wait at a barrier for the others before the kernel aborts the step (a hung rank)
     hang_timeout_s: float = 600.0
+
+
+@dataclass
+class SlurmClusterConf(ClusterConf):
+    """``cluster=slurm``: every key of :class:`ClusterConf`, then Slurm's own (as ``SlurmQueueConf`` extends
+    ``BaseQueueConf``)."""
+
     # Slurm: partition, account, qos and node constraint ("" = the site's default)
     partition: str = ""
     account: str = ""
@@ -236,3 +247,4 @@ def register_configs() -> None:
     cs.store(group="schema", name="access", node=AccessConf)
     cs.store(group="schema", name="workload", node=WorkloadConf)
     cs.store(group="schema", name="cluster", node=ClusterConf)
+    cs.store(group="schema", name="cluster_slurm", node=SlurmClusterConf)

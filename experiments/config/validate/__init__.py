@@ -35,13 +35,13 @@ from experiments.config.validate.keys import check_keys, missing_keys
 from experiments.config.validate.layout import check_access, check_file_system, check_striping
 from experiments.config.validate.paths import check_data_root, check_db, check_writable_dir
 from experiments.config.validate.run import check_run, tf_available
-from experiments.config.validate.slurm import check_slurm, check_slurm_only
+from experiments.config.validate.slurm import check_slurm, check_slurm_only, with_defaults
 from experiments.config.validate.workload import check_cache, check_loop, check_shares, check_sizes
 
 
 def _check_cluster(problems: list[str], cfg: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The executor and the PointSpec's ``nodes`` and ``ppn``, every cluster key checked."""
-    cl = cfg["cluster"]
+    cl = with_defaults(cfg["cluster"])
     executor = check_executor(problems, cl)
     check_slurm_only(problems, cl, executor)
     resources = check_resources(problems, cfg, executor)
@@ -82,7 +82,8 @@ def point_fields(cfg: dict[str, Any], cwd: str | os.PathLike | None = None,
     fs = check_file_system(problems, data_root, sizes["samples"], sizes["sample_size"], striping)
     if problems:
         raise ConfigError(problems)
-    top = {**resources, **run, "cluster": dict(cfg["cluster"], executor=executor), "data_root": str(data_root),
+    cluster = dict(with_defaults(cfg["cluster"]), executor=executor)
+    top = {**resources, **run, "cluster": cluster, "data_root": str(data_root),
            "db": mask(db),  # the password stays in the driver (sweep.py opens the store with driver_db)
            "force": bool(cfg.get("force", False)), "overrides": tuple(mask(o) for o in overrides)}
     return {"format": fmt, "layout": {"access": access, **striping, **fs}, "workload": workload, "": top}

@@ -13,16 +13,22 @@ import difflib
 from dataclasses import fields
 from typing import Any
 
-from experiments.config.schema import FORMAT_SCHEMAS, AccessConf, ClusterConf, DdlioConf, WorkloadConf
-
-#: maps whose keys are the user's to choose (not walked)
-OPEN_MAPS = ("cluster.env", "cluster.sbatch")
-#: the schema of each config group (the format's is chosen by its name)
-GROUPS: dict[str, type] = {"access": AccessConf, "workload": WorkloadConf, "cluster": ClusterConf}
+from experiments.config.schema import FORMAT_SCHEMAS, AccessConf, ClusterConf, DdlioConf, SlurmClusterConf, WorkloadConf
 
 
 def _names(conf: type) -> list[str]:
     return [f.name for f in fields(conf)]
+
+
+#: maps whose keys are the user's to choose (not walked)
+OPEN_MAPS = ("cluster.env", "cluster.sbatch")
+#: the schema of each config group (the format's is chosen by its name): every key it may hold (a local cluster's
+#: Slurm keys at their defaults, as stored points hold them)
+GROUPS: dict[str, type] = {"access": AccessConf, "workload": WorkloadConf, "cluster": SlurmClusterConf}
+#: the keys each group must have (a cluster: what every executor takes; the rest take their defaults)
+REQUIRED: dict[str, type] = {**GROUPS, "cluster": ClusterConf}
+#: the keys only ``cluster=slurm`` has
+SLURM_KEYS = {f"cluster.{n}" for n in set(_names(SlurmClusterConf)) - set(_names(ClusterConf))}
 
 
 def known_keys(format_name: str | None = None) -> list[str]:
@@ -46,6 +52,9 @@ def closest(key: str, format_name: str | None = None) -> str | None:
 
 def unknown_key_problem(key: str, format_name: str | None = None) -> str:
     """The message for a key ddlio does not define, naming the closest valid one (or the group's keys)."""
+    if key in SLURM_KEYS:
+        return (f"{key} applies to Slurm only (cluster=local runs every point on this host): drop it, or use "
+                "cluster=slurm")
     hint = closest(key, format_name)
     if hint:
         return f"{key} is not a ddlio key: did you mean {hint}? (python sweep.py --help lists every key)"
@@ -73,7 +82,7 @@ def missing_keys(cfg: dict[str, Any]) -> list[str]:
         elif name in ("format", *GROUPS) and not isinstance(cfg[name], dict):
             problems.append(f"{name} must be a config group (e.g. {name}=... naming one of conf/{name}/), not "
                             f"{cfg[name]!r}")
-    for group, conf in GROUPS.items():
+    for group, conf in REQUIRED.items():
         value = cfg.get(group)
         if isinstance(value, dict):
             problems += [f"{group}.{n} is missing (deleted with ~{group}.{n}?): give it a value"

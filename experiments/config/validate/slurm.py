@@ -3,19 +3,27 @@ sbatch options and the vanish time (seconds) are valid."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from ddlio.shell import SBATCH_OPTION
 from experiments.config.point import SLURM_ONLY
-from experiments.config.schema import MAX_TIMEOUT_MIN, ClusterConf
+from experiments.config.schema import MAX_TIMEOUT_MIN, SlurmClusterConf
 from experiments.config.validate.values import int_range, positive
 
 
+def with_defaults(cl: dict[str, Any]) -> dict[str, Any]:
+    """``cl`` (a composed cluster: ``cluster=local`` has no Slurm key, ``cluster=slurm`` has them all) with every key
+    of :class:`SlurmClusterConf` it lacks at its default, as the specs and the stored form hold them."""
+    return {**asdict(SlurmClusterConf()), **cl}
+
+
 def check_slurm_only(problems: list[str], cl: dict[str, Any], executor: str) -> None:
-    """On the local executor, every key of SLURM_ONLY at ClusterConf's default."""
+    """On the local executor, every key of SLURM_ONLY at its default (``cluster=local`` has none of them: this
+    holds a stored point, or ``cluster.executor=local`` over ``cluster=slurm``, to it)."""
     if executor != "local":
         return
-    unset = ClusterConf()
+    unset = SlurmClusterConf()
     problems += [f"cluster.{k}={cl[k]!r} applies to Slurm only (the local executor runs every point on this "
                  "host): drop it, or use cluster=slurm" for k in SLURM_ONLY if cl[k] != getattr(unset, k)]
 
