@@ -155,7 +155,7 @@ class TorchLoader:
         self.opens_per_worker.append(list(by_worker.values()))
         lat = [x for p in parts for x in p["lat"]]
         start = [x for p in parts for x in p["start"]]
-        return {"loader": "torch", "bytes": sum(p["bytes"] for p in parts), "planned": self._planned(epoch, want,
+        return {"bytes": sum(p["bytes"] for p in parts), "planned": self._planned(epoch, want,
                 parts), "samples": len(got), "lat": lat, "start": start, "wait_ns": wait, "compute_s": compute_s,
                 "opens": sum(p["opens"] for p in parts), "meta_ns": sum(p["meta_ns"] for p in parts),
                 "posix_reads": calls, "posix_bytes": nbytes, "os_read_bytes": os_bytes,
