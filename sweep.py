@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import sys
 import tempfile
 
@@ -97,7 +98,9 @@ def refused(e: BaseException) -> str | None:
 
     cause = e.__cause__ if isinstance(e.__cause__, OmegaConfBaseException) else None
     if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and getattr(cause, "full_key", None):
-        return unknown_key_problem(str(cause.full_key))
+        key = str(cause.full_key)
+        given = re.search(rf"use \+({re.escape(key)}=.*)", str(e))  # Hydra says: "To append ... use +key=value"
+        return unknown_key_problem(key, given=given[1].strip() if given else None)
     missing, options = getattr(e, "missing_cfg_file", None), getattr(e, "options", None)
     if isinstance(e, MissingConfigException) and missing and options:  # a group option: format=hdf6
         group, _, name = str(missing).rpartition("/")

@@ -368,7 +368,7 @@ def test_slurm_settings_on_the_local_cluster_are_refused(tmp_path, override):
     key = override.split("=", 1)[0]
     with pytest.raises(Exception) as e:
         spec(tmp_path, override)
-    assert re.fullmatch(rf"{key} applies to Slurm only \(.*\): drop it, or use cluster=slurm",
+    assert re.fullmatch(rf"{re.escape(override)} applies to Slurm only \(.*\): drop it, or use cluster=slurm",
                         sweep_module.refused(e.value) or "")
     with pytest.raises(ConfigError, match=rf"{key}=.* applies to Slurm only .*use cluster=slurm"):
         spec(tmp_path, "+" + override)

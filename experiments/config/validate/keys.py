@@ -50,10 +50,11 @@ def closest(key: str, format_name: str | None = None) -> str | None:
     return got[0] if got else None
 
 
-def unknown_key_problem(key: str, format_name: str | None = None) -> str:
-    """The message for a key ddlio does not define, naming the closest valid one (or the group's keys)."""
+def unknown_key_problem(key: str, format_name: str | None = None, given: str | None = None) -> str:
+    """The message for a key ddlio does not define, naming the closest valid one (or the group's keys); a Slurm key
+    on ``cluster=local`` is one ddlio defines for ``cluster=slurm`` (``given``: the override, ``key=value``)."""
     if key in SLURM_KEYS:
-        return (f"{key} applies to Slurm only (cluster=local runs every point on this host): drop it, or use "
+        return (f"{given or key} applies to Slurm only (cluster=local runs every point on this host): drop it, or use "
                 "cluster=slurm")
     hint = closest(key, format_name)
     if hint:
