@@ -17,6 +17,7 @@ import pandas as pd
 from analysis.configs import row_codes
 from analysis.query import CONFIG_COLUMNS
 from ddlio.metrics import BUCKETS_PER_OCTAVE, bucket_mid_ns
+from lustre import label_words
 
 #: metric -> (axis label with unit, higher is better)
 METRICS: dict[str, tuple[str, bool]] = {
@@ -49,12 +50,13 @@ def human_bytes(n: float) -> str:
 
 
 def stripe_name(count: int) -> str:
-    """A stripe count as the paper labels it (``4`` -> ``'4OST'``); 0 is the file system's default, -1 all OSTs."""
-    return {0: "defaultOST", -1: "allOST"}.get(int(count), f"{int(count)}OST")
+    """A stripe count as the paper labels it, in the default striping backend's words (:func:`lustre.label_words`:
+    the count and its target's name; 0 is the file system's default, -1 all targets, by name)."""
+    return label_words(int(count), named=True)
 
 
 def paper_label(nodes: pd.Series, ranks: pd.Series, stripe: pd.Series) -> pd.Series:
-    """``nodes-ranks-stripe count`` as the paper writes it: ``1N-4P-1OST``."""
+    """``nodes-ranks-stripe count`` as the paper writes it (``1N-4P-`` and :func:`stripe_name`)."""
     return nodes.astype(int).astype(str) + "N-" + ranks.astype(int).astype(str) + "P-" + stripe.map(stripe_name)
 
 

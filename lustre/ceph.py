@@ -24,8 +24,7 @@ from typing import Any, ClassVar
 
 from ddlio.errors import LayoutError
 from ddlio.units import format_size
-from lustre import registry
-from lustre.base import Layout, LayoutRecord
+from lustre.base import Layout, LayoutRecord, StorageBackend
 from lustre.fs import FsInfo, existing_ancestor
 
 #: CephFS's minimum stripe unit (CEPH_MIN_STRIPE_UNIT): stripe units and object sizes are multiples of it
@@ -161,13 +160,17 @@ def map_objects(pool: str, names: list[str], timeout_s: float = 30.0) -> dict[st
     return found if len(found) == len(names) else None
 
 
-class CephBackend:
-    """CephFS (see the module's docstring): :class:`lustre.base.StorageBackend`."""
+class CephBackend(StorageBackend):
+    """CephFS (see the module's docstring): :class:`lustre.base.StorageBackend`. It labels layouts in the default
+    wording (Lustre's, the paper's: CephFS points compare with Lustre's)."""
 
     name: ClassVar[str] = "ceph"
     stripes: ClassVar[bool] = True
     #: the layout knobs beyond stripe/stripe_size this backend applies
     knobs: ClassVar[frozenset[str]] = frozenset({"object_size", "pool"})
+    title: ClassVar[str] = "CephFS"
+    install: ClassVar[str] = ("the 'ceph' and 'ceph-conf' commands (OSD maps, the OSDs' object size limit) come with "
+                              "the ceph-common package; a key for the client in /etc/ceph")
 
     def detect(self, info: FsInfo) -> bool:
         return is_cephfs(info.path)
@@ -224,10 +227,6 @@ class CephBackend:
         """cache=cold: empty ceph-fuse's object cache (:func:`empty_client_cache`); the page cache is the
         caller's."""
         return empty_client_cache(files, info.mount_point, info.mount_type)
-
-    def describe(self, request: Layout) -> str:
-        # the paper's wording, as Lustre's backend writes it: CephFS points compare with Lustre's
-        return registry.describe(request)
 
 
 # ------------------------------------------------------------------ ceph-fuse's own cache (cache=cold)

@@ -17,13 +17,20 @@ from typing import Any, ClassVar
 import yaml
 
 from ddlio.errors import LayoutError
-from lustre.base import Layout, LayoutRecord
+from lustre.base import Layout, LayoutRecord, StorageBackend
 from lustre.fs import FsInfo, fs_info
 
 #: Lustre's limits on a plain layout: stripe size is a multiple of 64 KiB below 4 GiB; stripe count up to 2000.
 STRIPE_SIZE_UNIT = 64 * 1024
 STRIPE_SIZE_MAX = 4 * 1024**3
 STRIPE_COUNT_MAX = 2000
+#: how to get ``lfs`` where it is missing (:attr:`LustreBackend.install`)
+INSTALL = ("install the Lustre client utilities (package lustre-client or lustre-utils), load the site's module, "
+           "or set DDLIO_LFS to lfs's path")
+#: a storage target's name in Lustre's words: the label's wording of a stripe count (``4OST``)
+TARGET = "OST"
+#: the special stripe counts by name (:meth:`LustreBackend.describe` with ``named``)
+NAMED_COUNTS = {0: "default", -1: "all"}
 
 
 def layout_problems(request: Layout) -> list[str]:
@@ -61,10 +68,7 @@ def lfs_command() -> str:
     name = os.environ.get("DDLIO_LFS", "lfs")
     path = shutil.which(name)
     if path is None:
-        raise LayoutError(
-            f"'{name}' not found on PATH, but the data root is on Lustre: install the Lustre client utilities "
-            "(package lustre-client or lustre-utils), load the site's module, or set DDLIO_LFS to lfs's path"
-        )
+        raise LayoutError(f"'{name}' not found on PATH, but the data root is on Lustre: {INSTALL}")
     return path
 
 
@@ -150,12 +154,14 @@ def active_osts(text: str) -> int:
     return sum(1 for line in text.splitlines() if "-OST" in line.split(" ", 1)[0] and "_UUID" in line)
 
 
-class LustreBackend:
+class LustreBackend(StorageBackend):
     """Lustre (see the module's docstring): :class:`lustre.base.StorageBackend`."""
 
     name: ClassVar[str] = "lustre"
     stripes: ClassVar[bool] = True
     knobs: ClassVar[frozenset[str]] = frozenset({"pool"})
+    title: ClassVar[str] = "Lustre"
+    install: ClassVar[str] = INSTALL
 
     def detect(self, info: FsInfo) -> bool:
         return info.is_lustre
@@ -181,5 +187,7 @@ class LustreBackend:
     def read_back(self, file: str | os.PathLike) -> dict[str, Any]:
         return parse_getstripe_yaml(_run_lfs(["getstripe", "--yaml", str(file)]))
 
-    def describe(self, request: Layout) -> str:
-        return f"{request.stripe_count}OST"
+    def describe(self, request: Layout, named: bool = False) -> str:
+        """``<stripe_count>OST`` (``4OST``); ``named``: ``defaultOST`` for 0 and ``allOST`` for -1."""
+        count = request.stripe_count
+        return f"{NAMED_COUNTS.get(count, count) if named else count}{TARGET}"

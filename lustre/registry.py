@@ -1,57 +1,101 @@
-"""The storage backends, by file-system type (as fsspec's ``known_implementations``): a type maps to the path of
-its backend class, imported on first use. A file system without an entry is served by the POSIX backend (no
-striping). Adding a backend is one module holding its class and one line in :data:`BACKENDS` (CephFS's is
-registered for both of its clients' types: the kernel's ``ceph`` and ceph-fuse's generic ``fuse``; its
-``detect`` tells CephFS from any other FUSE file system by its layout xattrs).
+"""The storage backends (as fsspec's ``known_implementations``): a backend's name maps to the path of its class,
+imported on first use (:data:`BACKENDS`), and a file-system type to the backends tried for it, in order
+(:data:`CANDIDATES`): the first whose :meth:`~lustre.base.StorageBackend.detect` recognises a path serves it, and
+the POSIX backend (no striping) serves whatever no other recognises. CephFS's backend is tried for both of its
+clients' types (the kernel's ``ceph`` and ceph-fuse's generic ``fuse``, where it tells CephFS from any other FUSE
+file system by its layout xattrs, the POSIX backend taking the others).
+
+A backend from outside the product is tried before the built-in ones of its file-system type: registered in the
+process with :func:`register`, or by an entry point of the ``ddlio.storage`` group (``<fs type> = "module:Class"``
+in a plug-in's ``[project.entry-points."ddlio.storage"]``), found the first time a path's backend is looked for.
 
 Callers use the functions here (re-exported by :mod:`lustre`), never a backend module: :func:`backend_for` picks the
 backend of a path, :func:`apply_layout` and :func:`read_layout` set and read a dataset's layout through it,
-:func:`validate_request` checks a request, :func:`describe` labels it.
+:func:`validate_request` checks a request, :func:`describe` labels it, :func:`io_for` hands out its I/O seam.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
 from typing import Any
 
+from ddlio.lazy import LazyRegistry
 from lustre.base import Layout, LayoutRecord, StorageBackend
 from lustre.fs import FsInfo, fs_info
+from lustre.io import StorageIO
 
-#: file-system type (:attr:`lustre.fs.FsInfo.type`) -> ``module:Class`` of its backend
-BACKENDS: dict[str, str] = {
+#: the entry-point group of backends from outside the product (its names are file-system types)
+GROUP = "ddlio.storage"
+#: backend name -> ``module:Class`` of the built-in backends, each made once on first use
+BACKENDS: LazyRegistry = LazyRegistry({
     "lustre": "lustre.lfs:LustreBackend",
     "ceph": "lustre.ceph:CephBackend",
-    "fuse": "lustre.ceph:CephBackend",
     "posix": "lustre.posix:PosixBackend",
+}, get=lambda cls: cls())
+#: file-system type (:attr:`lustre.fs.FsInfo.type`) -> the built-in backends tried for it, in order (then POSIX's)
+CANDIDATES: dict[str, tuple[str, ...]] = {
+    "lustre": ("lustre",),
+    "ceph": ("ceph",),
+    "fuse": ("ceph",),
 }
-#: the layout knobs beyond stripe/stripe_size, and which backends' file systems have them (for the message)
-KNOBS: dict[str, str] = {"object_size": "CephFS", "pool": "CephFS and Lustre"}
-#: the backend of every file system without an entry of its own
+#: file-system type -> ``module:Class`` of a plug-in's backend (the ``ddlio.storage`` entry points), made once
+PLUGINS: LazyRegistry = LazyRegistry({}, get=lambda cls: cls(), group=GROUP)
+#: the layout knobs beyond stripe/stripe_size (their owners are the backends whose ``knobs`` name them)
+KNOBS = ("object_size", "pool")
+#: the backend of every file system that no other candidate recognises
 FALLBACK = "posix"
 #: whose rules a layout request follows when no file system is named: the stripe fields take ``lfs setstripe``'s
-#: values, and a point is checked the same wherever it is composed
+#: values, and a point is checked the same wherever it is composed; its wording labels every layout
 DEFAULT_STRIPING = "lustre"
 
-_loaded: dict[str, StorageBackend] = {}
+#: file-system type or backend name -> backends registered in this process (:func:`register`), newest first
+_registered: dict[str, list[StorageBackend]] = {}
+
+
+def register(name_or_fs_type: str, backend: StorageBackend | type[StorageBackend]) -> None:
+    """Add ``backend`` (an instance, or a class made here) for this process: tried before every other candidate
+    for the file-system type ``name_or_fs_type`` (a backend's name works too, where a record names it)."""
+    made = backend() if isinstance(backend, type) else backend
+    _registered.setdefault(name_or_fs_type, []).insert(0, made)
+
+
+def candidates(fs_type: str) -> list[StorageBackend]:
+    """The backends tried for file-system type ``fs_type``, in order: those registered in this process, a plug-in's
+    (entry point), the built-in ones, then the POSIX backend."""
+    out = list(_registered.get(fs_type, ()))
+    if fs_type not in BACKENDS and fs_type in PLUGINS:  # reads the installed distributions once per process
+        out.append(PLUGINS[fs_type])
+    out += [BACKENDS[n] for n in CANDIDATES.get(fs_type, ())]
+    out.append(BACKENDS[FALLBACK])
+    return out
 
 
 def backend(name: str) -> StorageBackend:
-    """The backend registered under ``name`` (a file-system type), imported on first use; the POSIX backend for
-    a type without an entry."""
-    key = name if name in BACKENDS else FALLBACK
-    if key not in _loaded:
-        module, _, cls = BACKENDS[key].partition(":")
-        _loaded[key] = getattr(importlib.import_module(module), cls)()
-    return _loaded[key]
+    """The backend named ``name``, or, for a file-system type, the first candidate for it (the POSIX backend for
+    a type without one): what a record's ``fs_type`` names, where no path is at hand."""
+    if name in BACKENDS and name not in _registered:
+        return BACKENDS[name]
+    named = _plugin_named(name)
+    return named if named is not None else candidates(name)[0]
+
+
+def _plugin_named(name: str) -> StorageBackend | None:
+    """The backend from outside the product (registered, or an entry point's: every plug-in is made) whose
+    :attr:`~lustre.base.StorageBackend.name` is ``name``, or None."""
+    for made in _registered.values():
+        for b in made:
+            if b.name == name:
+                return b
+    for key in PLUGINS:
+        if PLUGINS[key].name == name:
+            return PLUGINS[key]
+    return None
 
 
 def backend_of(info: FsInfo) -> StorageBackend:
-    """The backend of the file system ``info`` describes: the one registered for its type if that backend detects
-    it, else the POSIX backend."""
-    chosen = backend(info.type)
-    return chosen if chosen.detect(info) else backend(FALLBACK)
+    """The backend of the file system ``info`` describes: the first candidate for its type that detects it."""
+    return next(c for c in candidates(info.type) if c.detect(info))
 
 
 def backend_for(path: str | os.PathLike) -> StorageBackend:
@@ -59,10 +103,22 @@ def backend_for(path: str | os.PathLike) -> StorageBackend:
     return backend_of(fs_info(path))
 
 
+def io_for(path: str | os.PathLike) -> StorageIO:
+    """The I/O seam (:class:`lustre.io.StorageIO`) of the file system holding ``path``."""
+    return backend_for(path).io()
+
+
 def striping_applies(where: str | os.PathLike | FsInfo) -> bool:
     """Whether the file system holding a path (or described by facts already read) stripes files: its backend
     applies the stripe knobs."""
     return (backend_of(where) if isinstance(where, FsInfo) else backend_for(where)).stripes
+
+
+def knob_owners() -> dict[str, str]:
+    """Each layout knob beyond stripe/stripe_size -> the built-in backends' file systems that have it, in words
+    (``CephFS and Lustre``)."""
+    made = [BACKENDS[n] for n in sorted(BACKENDS)]
+    return {k: " and ".join(b.title for b in made if k in b.knobs) for k in KNOBS}
 
 
 def validate_request(request: Layout, fs_type: str | None = None) -> list[str]:
@@ -82,16 +138,22 @@ def validate_at(request: Layout, info: FsInfo) -> list[str]:
 
 def knob_problems(request: Layout, chosen: StorageBackend, fs_type: str) -> list[str]:
     """One message per layout knob (``object_size``, ``pool``) given where ``chosen`` does not apply it."""
-    given = [k for k in KNOBS if getattr(request, k)]
-    return [f"{k}={getattr(request, k)!r} is a layout knob of {KNOBS[k]} only, and data_root is on {fs_type}: "
-            f"leave {k} at its default ({'0' if k == 'object_size' else 'empty'}) here"
-            for k in given if k not in chosen.knobs]
+    if not any(getattr(request, k) for k in KNOBS):
+        return []
+    return chosen.knob_problems(request, fs_type, knob_owners())
 
 
-def describe(request: Layout, fs_type: str | None = None) -> str:
-    """The layout's part of a configuration label (``1OST``), by ``fs_type``'s backend (default
-    :data:`DEFAULT_STRIPING`'s)."""
-    return backend(fs_type or DEFAULT_STRIPING).describe(request)
+def describe(request: Layout, fs_type: str | None = None, named: bool = False) -> str:
+    """The layout's part of a configuration label, in the words of ``fs_type``'s backend, or of
+    :data:`DEFAULT_STRIPING`'s where it has none of its own (``named``: the special stripe counts by name)."""
+    words = backend(fs_type or DEFAULT_STRIPING).describe(request, named)
+    return words if words is not None else backend(DEFAULT_STRIPING).describe(request, named) or ""
+
+
+def label_words(stripe_count: int, fs_type: str | None = None, named: bool = False) -> str:
+    """:func:`describe` of a stripe count alone: the label's layout part, as the floor's labels ask for it
+    (:mod:`ddlio.identity`, the store's rows)."""
+    return describe(Layout(stripe_count=int(stripe_count)), fs_type, named)
 
 
 def apply_layout(directory: str | os.PathLike, request: Layout) -> LayoutRecord:
@@ -109,9 +171,8 @@ def read_layout(record: LayoutRecord, files: list[str | os.PathLike]) -> LayoutR
     chosen = backend(record.fs_type)
     for f in files:
         record.files[Path(f).name] = chosen.read_back(f)
-    add_targets = getattr(chosen, "add_targets", None)  # CephFS: where the first objects live, in one call
-    if add_targets is not None and record.files:
-        add_targets(record.files)
+    if record.files:
+        chosen.add_targets(record.files)  # CephFS: where the first objects live, in one call
     return record
 
 
@@ -127,5 +188,4 @@ def drop_client_cache(files: list[Path]) -> dict[str, Any]:
     if not files:
         return {}
     info = fs_info(files[0])
-    drop = getattr(backend_of(info), "drop_client_cache", None)
-    return drop(files, info) if drop is not None else {}
+    return backend_of(info).drop_client_cache(files, info)

@@ -221,9 +221,9 @@ def test_one_answer_to_is_this_lustre(tmp_path):
     assert FsInfo("/x", "lustre", LUSTRE_MAGIC, "/x", "lustre", "", 1, 1).is_lustre
 
 
-class StripingStub:
+class StripingStub(lay.StorageBackend):
     """A stand-in backend for the registry test below (no real file system behind it): it claims the test's
-    tmp_path file system and says it stripes."""
+    tmp_path file system and says it stripes (every other answer is the base class's default)."""
 
     name = "stub"
     stripes = True
@@ -244,12 +244,13 @@ def test_a_new_backend_is_a_registry_line(tmp_path, monkeypatch):
 
     kind = fs_info(tmp_path).type
     assert not striping_applies(tmp_path)
-    monkeypatch.setitem(registry.BACKENDS, kind, "test_lustre:StripingStub")
-    monkeypatch.setattr(registry, "_loaded", {})
+    monkeypatch.setattr(registry, "_registered", {})
+    registry.register(kind, StripingStub())
     assert striping_applies(tmp_path)
     assert registry.backend_for(tmp_path).name == "stub"
     assert check_file_system([], tmp_path, 4, 1024)["striping_applicable"] is True
     assert registry.validate_request(Layout(8, 0), kind) == ["stripe: at most 4 on the stub"]
+    assert registry.describe(Layout(8, 0), kind) == "8OST"  # no words of its own: the default striping backend's
 
 
 def test_layout_knobs_are_refused_where_the_backend_has_none():

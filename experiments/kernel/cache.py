@@ -1,81 +1,58 @@
-"""Page-cache control: evict a file's pages (posix_fadvise DONTNEED) and measure how much of it is resident
-(mincore on a read-only mapping, which does not fault pages in); and what the client can do about the caches below
+"""Page-cache control: evict a file's pages and measure how much of it is resident, through the I/O seam of the
+storage that holds it (:class:`lustre.io.StorageIO`; POSIX: posix_fadvise DONTNEED, and mincore on a read-only
+mapping, which does not fault pages in); and what the client can do about the caches below
 it (a storage controller's, a Lustre OSS's, a VM host's), which it can neither see nor evict: remember whether a
 dataset has been read since it was generated, settle a fresh dataset with untimed reads until its read rate is
 steady, or push it out with an untimed read of a large flush file."""
 
 from __future__ import annotations
 
-import ctypes
-import mmap
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ddlio.lazy import lazy_import
-from ddlio.libc import libc
+from lustre.io import PosixIO, StorageIO
+from lustre.registry import io_for
 
 np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
-PAGE = mmap.PAGESIZE
-_WINDOW = 1 << 30  # map at most 1 GiB at a time
 
-_libc = libc()
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-_MAP_FAILED = ctypes.c_void_p(-1).value
+def io_of(paths: Sequence[str | os.PathLike]) -> StorageIO:
+    """The I/O seam (:class:`lustre.io.StorageIO`) of the storage holding the first of ``paths`` (a dataset's
+    files share one), POSIX's for none."""
+    return io_for(paths[0]) if paths else PosixIO()
 
 
-def resident_pages(path: str | os.PathLike) -> tuple[int, int]:
-    """``(resident pages, total pages)`` of a file in the page cache. Raises OSError if it cannot be measured."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
-        total = (size + PAGE - 1) // PAGE
-        resident = 0
-        for start in range(0, size, _WINDOW):
-            length = min(_WINDOW, size - start)
-            addr = _libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, start)
-            if addr in (None, _MAP_FAILED):
-                err = ctypes.get_errno()
-                raise OSError(err, f"mmap failed: {os.strerror(err)}", str(path))
-            try:
-                vec = np.zeros((length + PAGE - 1) // PAGE, dtype=np.uint8)
-                if _libc.mincore(addr, length, vec.ctypes.data) != 0:
-                    err = ctypes.get_errno()
-                    raise OSError(err, f"mincore failed: {os.strerror(err)}", str(path))
-                resident += int(np.count_nonzero(vec & 1))
-            finally:
-                _libc.munmap(addr, length)
-        return resident, total
-    finally:
-        os.close(fd)
+def resident_pages(path: str | os.PathLike, io: StorageIO | None = None) -> tuple[int, int]:
+    """``(resident pages, total pages)`` of a file in the page cache (pages of :data:`lustre.io.PAGE` bytes),
+    through the I/O seam of its storage (``io``, else found for ``path``). Raises OSError if it cannot be
+    measured."""
+    return (io or io_for(path)).resident(path)
 
 
-def residency(paths: Iterable[str | os.PathLike]) -> float:
+def residency(paths: Iterable[str | os.PathLike], io: StorageIO | None = None) -> float:
     """Fraction (0..1) of the files' pages that are in the page cache; NaN if it cannot be measured."""
+    paths = list(paths)
     res = tot = 0
     try:
+        io = io or io_of(paths)
         for p in paths:
-            r, t = resident_pages(p)
+            r, t = io.resident(p)
             res, tot = res + r, tot + t
     except OSError:
         return float("nan")
     return res / tot if tot else 0.0
 
 
-def evict(paths: Iterable[str | os.PathLike]) -> None:
-    """Ask the kernel to drop the files' clean pages from the page cache (POSIX_FADV_DONTNEED)."""
+def evict(paths: Iterable[str | os.PathLike], io: StorageIO | None = None) -> None:
+    """Ask the client to drop the files' clean pages from its caches, through the I/O seam of their storage
+    (``io``, else found for the first file; POSIX: ``fdatasync``, then ``POSIX_FADV_DONTNEED``)."""
+    paths = list(paths)
+    io = io or io_of(paths)
     for p in paths:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fdatasync(fd)  # dirty pages cannot be dropped
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        io.evict(p)
 
 
 def warm(paths: Iterable[str | os.PathLike], block: int = 4 << 20) -> int:
@@ -190,19 +167,16 @@ def ensure_flush_file(path: str | os.PathLike, size: int, block: int = 8 << 20) 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     rng = np.random.default_rng()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    io = io_for(path.parent)
+    handle = io.create(tmp)
     try:
         done = 0
         while done < size:
             n = min(block, size - done)
-            chunk = rng.bytes(n)
-            view = memoryview(chunk)
-            while view:
-                view = view[os.write(fd, view):]
-            done += n
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            done += io.write(handle, rng.bytes(n))
+        io.sync(handle)
     finally:
-        os.close(fd)
+        io.close(handle)
+    io.evict(tmp)  # written through to storage: not left in the page cache
     os.replace(tmp, path)
     return True

@@ -30,25 +30,26 @@ def prepare_cache(policy: str, epoch: int, files: list[Path], leader: bool,
     if not leader:
         return None
     flushed: dict[str, Any] = {}
+    io = pagecache.io_of(files)  # the I/O seam of the dataset's storage: eviction and residency go through it
     if policy == "storage_cold" and flush is not None:
         try:
             n, secs = pagecache.read_through([flush[0]])
         except OSError as e:
             return {"before": float("nan"), "after": float("nan"), "error": f"the flush read failed: {e}"}
         flushed = {"flush_bytes": n, "flush_s": secs}
-    before = pagecache.residency(files)
+    before = pagecache.residency(files, io)
     if policy in ("cold", "storage_cold"):
         from lustre import drop_client_cache  # lazy: the storage layer, only where a cold epoch asks
 
         client = drop_client_cache(files)  # a client's own cache (ceph-fuse's), before the page cache
         try:
-            pagecache.evict(files)
+            pagecache.evict(files, io)
         except OSError as e:
             return {"before": before, "after": float("nan"), "error": f"eviction failed: {e}", **flushed, **client}
-        return {"before": before, "after": pagecache.residency(files), **flushed, **client}
+        return {"before": before, "after": pagecache.residency(files, io), **flushed, **client}
     elif epoch == 0 and not before >= 1.0:  # already all resident (e.g. just generated): no pass to add
         pagecache.warm(files)
-    return {"before": before, "after": pagecache.residency(files), **flushed}
+    return {"before": before, "after": pagecache.residency(files, io), **flushed}
 
 
 def flush_figures(reports: list[dict[str, Any]]) -> dict[str, Any]:

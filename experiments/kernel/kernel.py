@@ -77,7 +77,7 @@ class Kernel:
         self.watch = ProgressWatch(comm, self.guard_s, self.paths)
         self.loader = loader_cls(ReadContext(point=point, plan=plan, ranks=self.nranks, rank=self.rank,
                                              paths=self.paths, lanes=self.lanes, record=self.record, fmt=fmt,
-                                             trace=self.trace, watch=self.watch, fault=self.fault))
+                                             trace=self.trace, watch=self.watch, io=self.io, fault=self.fault))
         self._prime()
         self._set_up_below_client()
         # the emulated compute: compute=cpu calibrates its work rate here, untimed, every rank of a node at once
@@ -100,8 +100,10 @@ class Kernel:
         # the file-system layer: this process's I/O counters around each epoch, each thread's around each batch
         # (DDLIO_FS_LAYER=off, internal: the same reads without any counter, the benches' reference)
         self.fs_layer = os.environ.get("DDLIO_FS_LAYER", "on") != "off" and posix.available()
-        self.proc_io = posix.IOCounter("/proc/self/io") if self.fs_layer else None
-        self.lanes = [Lane(self.fmt, self.paths, int(self.record.max()), self.trace, self.fs_layer)
+        # the I/O seam of the dataset's storage (lustre.io): the counters' handles, eviction, residency
+        self.io = pagecache.io_of(self.paths)
+        self.proc_io = posix.IOCounter("/proc/self/io", io=self.io) if self.fs_layer else None
+        self.lanes = [Lane(self.fmt, self.paths, int(self.record.max()), self.trace, self.fs_layer, io=self.io)
                       for _ in range(n)]
 
     def _set_up_below_client(self) -> None:

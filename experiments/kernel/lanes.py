@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 
 from experiments.dataset import DatasetPlan
+from lustre.io import PosixIO, StorageIO
+from lustre.registry import io_for
 
 
 def native_read_run() -> Any:
@@ -43,8 +45,12 @@ class Lane:
     #: about 2 µs: under 1% of 256 page-cache reads of 4 KiB)
     span_samples = 256
 
-    def __init__(self, fmt: Any, paths: list[str], buf_bytes: int, trace: bool, fs_layer: bool = False) -> None:
+    def __init__(self, fmt: Any, paths: list[str], buf_bytes: int, trace: bool, fs_layer: bool = False,
+                 io: StorageIO | None = None) -> None:
         self.fmt, self.paths = fmt, paths
+        #: the I/O seam of the dataset's storage (found for its first file unless given): the lane acquires its
+        #: counters' handle through it (a file descriptor, read by ``os.pread`` at each span's end)
+        self.io = io if io is not None else (io_for(paths[0]) if paths else PosixIO())
         self.buf = np.empty(max(1, buf_bytes), dtype=np.uint8)
         self.readers: dict[int, Any] = {}
         # load=whole: a lane holds one file in memory; moving on to another file releases the one before
@@ -107,7 +113,7 @@ class Lane:
         the batch joins the lane's open span of samples (see :attr:`span_samples`), never read per sample."""
         if self.fs_layer:
             if self.io_fd < 0:
-                self.io_fd = os.open("/proc/thread-self/io", os.O_RDONLY)
+                self.io_fd = self.io.open_counter("/proc/thread-self/io")
             if not self.texts:  # the lane's first batch of the epoch; after it, the last span's end text
                 self.texts.append(os.pread(self.io_fd, 512, 0))
             elif self._ka >= 0 and self._kb != k0:  # this batch does not follow on the open span's last one

@@ -34,13 +34,13 @@ strace test checks that there are none but those on the dataset's files).
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from ddlio.metrics import SIZE_BINS, RankEpoch, size_bin
+from lustre.io import PosixIO, StorageIO
 
 #: one lane's epoch (:meth:`experiments.kernel.lanes.Lane.take_snaps`): its thread's counter texts in order, and
 #: per interval ``j`` (between text ``j`` and ``j + 1``) the samples ``(ka, kb)`` it read, ka..kb-1, or ``(-1, -1)``
@@ -64,24 +64,26 @@ def parse_all(text: bytes) -> tuple[int, int, int]:
 
 
 class IOCounter:
-    """Reads of one /proc io file kept open: :meth:`snap` is one ``pread`` of it, returning its raw text, which
-    states the counters as they were before that call. The call itself adds 1 to ``syscr`` and ``len(text)`` to
-    ``rchar``; :meth:`own` says how much all snaps so far added, for subtraction."""
+    """Reads of one /proc io file kept open, through the I/O seam's counters (``io``: the dataset's storage's
+    :class:`lustre.io.StorageIO`, POSIX's by default): :meth:`snap` is one ``pread`` of it, returning its raw text,
+    which states the counters as they were before that call. The call itself adds 1 to ``syscr`` and ``len(text)``
+    to ``rchar`` (bytes); :attr:`calls` and :attr:`bytes` say how much all snaps so far added, for subtraction."""
 
-    def __init__(self, path: str = "/proc/self/io") -> None:
+    def __init__(self, path: str = "/proc/self/io", io: StorageIO | None = None) -> None:
         self.path = path
-        self.fd = os.open(path, os.O_RDONLY)
+        self.io = io if io is not None else PosixIO()
+        self.fd = self.io.open_counter(path)
         self.calls = 0
         self.bytes = 0
 
     def snap(self) -> bytes:
-        text = os.pread(self.fd, 512, 0)
+        text = self.io.read_counter(self.fd)
         self.calls += 1
         self.bytes += len(text)
         return text
 
     def close(self) -> None:
-        os.close(self.fd)
+        self.io.close(self.fd)
 
 
 def available() -> bool:

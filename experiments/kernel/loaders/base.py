@@ -21,6 +21,7 @@ from experiments.config import PointSpec
 from experiments.dataset import DatasetPlan
 from experiments.kernel.lanes import EpochArrays, Lane
 from experiments.registry import Needs
+from lustre.io import StorageIO
 
 
 @dataclass
@@ -45,6 +46,9 @@ class ReadContext:
     trace: bool
     #: the hang guard of the timed loop (:class:`~experiments.kernel.guards.ProgressWatch`)
     watch: Any
+    #: the I/O seam of the dataset's storage (:class:`lustre.io.StorageIO`): a loader that reads other than through
+    #: the lanes opens and reads through it
+    io: StorageIO
     #: the fault this rank injects (``DDLIO_FAULT``; None: none)
     fault: str | None = None
 

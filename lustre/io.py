@@ -1,0 +1,143 @@
+"""The I/O seam: how ddlio opens, reads, writes, lists, evicts and counts the bytes of a dataset's files.
+
+:class:`StorageIO` names each operation once; :class:`PosixIO`, a mounted POSIX file system's, is its one
+implementation today (``os.open``, ``os.preadv``, ``posix_fadvise(DONTNEED)``, ``mincore`` and ``/proc/self/io``).
+Each storage backend hands out its own (:meth:`lustre.base.StorageBackend.io`, :func:`lustre.io_for`), so that a
+store that is not a mounted path (an object store) is one module with a subclass of its own.
+
+Handles are what the store's ``open`` returns (a file descriptor on POSIX); sizes and offsets are in bytes. The
+readers' hot loops read through the handle they got here, with the calls of their own (the C loop's ``preadv``):
+only the acquisition of a handle goes through the seam, never a sample's read.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+from typing import Any
+
+from ddlio.lazy import lazy_import
+from ddlio.libc import libc
+
+np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
+
+#: the page size, in bytes (the unit of :meth:`StorageIO.resident`)
+PAGE = mmap.PAGESIZE
+_WINDOW = 1 << 30  # residency maps at most 1 GiB of a file at a time
+
+_libc = libc()
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+class StorageIO:
+    """The operations ddlio asks of the storage that holds a dataset; every one has the POSIX behaviour here, so a
+    subclass overrides only what its store does differently (an object store: all of them).
+
+    Handles are file descriptors on POSIX (ints); an implementation may hand out any object its own methods take.
+    Sizes and offsets are in bytes."""
+
+    #: the name of the implementation (recorded nowhere yet; for messages)
+    name = "posix"
+
+    # ------------------------------------------------------------------ reading
+    def open(self, path: str | os.PathLike) -> Any:
+        """A handle for reading ``path`` (POSIX: a read-only file descriptor)."""
+        return os.open(path, os.O_RDONLY)
+
+    def close(self, handle: Any) -> None:
+        """Release a handle from :meth:`open` or :meth:`create`."""
+        os.close(handle)
+
+    def size(self, handle: Any) -> int:
+        """The size in bytes of the file behind ``handle``."""
+        return os.fstat(handle).st_size
+
+    def read_into(self, handle: Any, buf: Any, offset: int) -> int:
+        """Read up to ``len(buf)`` bytes at ``offset`` into the writable buffer ``buf``; the bytes read (0 at the
+        end of the file)."""
+        return os.preadv(handle, [buf], offset)
+
+    # ------------------------------------------------------------------ writing and listing
+    def create(self, path: str | os.PathLike, mode: int = 0o644) -> Any:
+        """A handle for writing ``path`` from its start (created, or truncated where it exists)."""
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+
+    def write(self, handle: Any, data: Any) -> int:
+        """Write all of ``data`` (bytes-like) at the handle's position; the bytes written (``len(data)``)."""
+        view = memoryview(data).cast("B")
+        total = len(view)
+        while view:
+            view = view[os.write(handle, view):]
+        return total
+
+    def sync(self, handle: Any) -> None:
+        """Make what was written through ``handle`` durable (fsync)."""
+        os.fsync(handle)
+
+    def listdir(self, path: str | os.PathLike) -> list[str]:
+        """The names in directory ``path``, sorted."""
+        return sorted(os.listdir(path))
+
+    # ------------------------------------------------------------------ caches
+    def evict(self, path: str | os.PathLike) -> None:
+        """Drop ``path``'s clean pages from this client's caches (POSIX: ``fdatasync``, as dirty pages cannot be
+        dropped, then ``posix_fadvise(POSIX_FADV_DONTNEED)``)."""
+        fd = self.open(path)
+        try:
+            os.fdatasync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            self.close(fd)
+
+    def resident(self, path: str | os.PathLike) -> tuple[int, int]:
+        """``(resident pages, total pages)`` of ``path`` in this client's page cache (pages of :data:`PAGE` bytes;
+        POSIX: ``mincore`` on a read-only mapping, which faults no page in). OSError if it cannot be measured."""
+        fd = self.open(path)
+        try:
+            return _resident_fd(fd, path)
+        finally:
+            self.close(fd)
+
+    # ------------------------------------------------------------------ counting
+    def open_counter(self, path: str = "/proc/self/io") -> Any:
+        """A handle on this process's (or, with ``/proc/thread-self/io``, this thread's) I/O counters."""
+        return os.open(path, os.O_RDONLY)
+
+    def read_counter(self, handle: Any) -> bytes:
+        """The counters' text now (``syscr``, ``rchar``, ``read_bytes`` ...: calls and bytes); reading it is itself
+        one read call returning ``len(text)`` bytes."""
+        return os.pread(handle, 512, 0)
+
+
+class PosixIO(StorageIO):
+    """A mounted POSIX file system's I/O (every :class:`StorageIO` default): Lustre's, CephFS's and any local
+    file system's."""
+
+    name = "posix"
+
+
+def _resident_fd(fd: int, path: str | os.PathLike) -> tuple[int, int]:
+    size = os.fstat(fd).st_size
+    total = (size + PAGE - 1) // PAGE
+    resident = 0
+    for start in range(0, size, _WINDOW):
+        length = min(_WINDOW, size - start)
+        addr = _libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, start)
+        if addr in (None, _MAP_FAILED):
+            err = ctypes.get_errno()
+            raise OSError(err, f"mmap failed: {os.strerror(err)}", str(path))
+        try:
+            vec = np.zeros((length + PAGE - 1) // PAGE, dtype=np.uint8)
+            if _libc.mincore(addr, length, vec.ctypes.data) != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"mincore failed: {os.strerror(err)}", str(path))
+            resident += int(np.count_nonzero(vec & 1))
+        finally:
+            _libc.munmap(addr, length)
+    return resident, total
+
