@@ -9,6 +9,7 @@ import pandas as pd
 from sqlalchemy import Text, cast, func, or_, select
 
 from analysis.configs import Configs, identities
+from analysis.kinds import applies
 from analysis.reading import (
     SLICE_ROWS,
     read_coded,
@@ -157,7 +158,7 @@ def parse_where(where: str | Filter | None) -> Filter | None:
     return Filter.parse(where, ANALYSIS_COLUMNS) if where.strip() else None
 
 
-def analysis_frame(store: StoreReader, where: str | Filter | None = None) -> pd.DataFrame:
+def analysis_frame(store: StoreReader, where: str | Filter | None = None, analysis: str | None = None) -> pd.DataFrame:
     """Completed points of sweeps (not observed runs, see :func:`observed_frame`), one row each:
     :data:`CONFIG_COLUMNS` (``format_options`` as JSON text), ``repeat``,
     :data:`METRIC_COLUMNS` and provenance columns; read with one query over the points' own columns and one per
@@ -166,6 +167,9 @@ def analysis_frame(store: StoreReader, where: str | Filter | None = None) -> pd.
     ``where`` is a filter in the language of :mod:`analysis.where` over these columns (e.g.
     ``"format == 'hdf5' and nodes >= 2"``), checked before the store is read; a refused one raises
     :class:`analysis.where.FilterError` (a :class:`ddlio.errors.DdlioError`) saying what is allowed.
+
+    ``analysis`` (``figures``, ``guidelines``, ``diagnose``): only the points of the workload kinds it applies to
+    (:func:`analysis.kinds.applies`); None: the points of every kind.
     """
     checked = parse_where(where)
     # the sweep's own points: observed runs (imported Darshan logs) are shown beside them, never compared as them
@@ -176,7 +180,8 @@ def analysis_frame(store: StoreReader, where: str | Filter | None = None) -> pd.
     names = {c.name for c in shared} | set(DERIVED_COLUMNS) | {"config", "label"}
     own_cols = [Point.__table__.columns[c] for c in ANALYSIS_COLUMNS if c not in names]
     coder = Configs()
-    df = read_grouped(store, own_cols, shared, (Point.status == "completed") & own, coder)
+    cond = (Point.status == "completed") & own
+    df = read_grouped(store, own_cols, shared, cond & applies(store, analysis) if analysis else cond, coder)
     df["striping_applicable"] = df["striping_applicable"].astype("boolean")
     for c in METRIC_COLUMNS:
         df[c] = df[c].astype("float64")

@@ -144,7 +144,7 @@ def build_report(store: StoreReader, where: str | None = None, title: str = "ddl
     db = store.url.render_as_string(hide_password=False)
     diagnosis = None if where else _Background(_diagnosis_html, db, None, None)
     try:
-        points = analysis_frame(store, where)
+        points = analysis_frame(store, where, "figures")  # the guidelines of the report are drawn from them
         if diagnosis is None:  # the filter's points, as the diagnosis reads them
             diagnosis = _Background(_diagnosis_html, db, where, points["point_key"].tolist())
         return _assemble(store, db, where, title, db_name, points, diagnosis)

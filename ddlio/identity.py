@@ -10,7 +10,7 @@ same label only when they are repetitions of one configuration.
   submission options that do not change a measurement);
 - :func:`knobs`: a configuration's knobs as short texts (``layout=example``, ``reader=tf``, ``rt=4``,
   ``storage_cold``), the vocabulary of labels;
-- :func:`labels`: for points shown together, the paper's ``tfrecord/shared 1N-4P-1OST`` followed by every knob in
+- :func:`labels`: for points shown together, the paper's head (:func:`paper_label`) followed by every knob in
   which a point differs from the others (``#<key>`` is added only if two configurations still read the same);
 - :func:`cache_text`: the cache a point was measured with, said plainly (``storage_cold``, not "cache cold", and why
   ``unknown``).
@@ -22,6 +22,8 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from ddlio.lazy import LazyRegistry
 
 #: stored keys that do not change what is measured: a configuration is the point without them
 NOT_CONFIGURATION = frozenset({
@@ -40,8 +42,8 @@ SHORT = {
     "sample_shape": "shape", "compute": "compute", "compute_threads": "ct", "seed": "seed", "payload": "payload",
     "workload_name": "workload", "data_root": "root",
 }
-#: knobs the head of a label already shows (``format/access NN-PP-SOST``)
-HEAD = ("format", "access", "nodes", "ppn", "stripe_count")
+#: knobs the head of a label already shows (kind, format/access, nodes, ranks, the stripe count: :func:`paper_label`)
+HEAD = ("kind", "format", "access", "nodes", "ppn", "stripe_count")
 #: label order of the other knobs (unlisted ones follow, sorted)
 ORDER = ("workload_name", "format_options", "sample_shape", "sample_size", "sample_size_stdev", "samples",
          "samples_per_file", "stripe_size", "reader", "read_threads", "prefetch", "batch_size", "epochs", "shuffle",
@@ -142,13 +144,26 @@ def knobs(config: Mapping[str, Any], without: Iterable[str] = ()) -> dict[str, s
     return out
 
 
+#: who words a layout in a label: the storage layer's :func:`lustre.label_words` (``"module:function"``, imported on
+#: first use, as the registries' implementations are: the floor imports no room, and a stripe count is worded by the
+#: storage backend of the point's file system, the default striping backend's words where it has none)
+LAYOUT_WORDS: LazyRegistry = LazyRegistry({"words": "lustre.registry:label_words"})
+
+
+def layout_words(stripe_count: int, fs_type: str | None = None, named: bool = False) -> str:
+    """A stripe count as a label shows it, in the words of ``fs_type``'s storage backend (None: the default
+    striping backend's); ``named``: the file system's default (0) and all targets (-1) by name."""
+    return LAYOUT_WORDS["words"](stripe_count, fs_type, named)
+
+
 def paper_label(config: Mapping[str, Any]) -> str:
-    """The label's head as the paper writes it: ``tfrecord/shared 1N-4P-1OST`` (nodes, ranks, stripe count; 0 is
-    the file system's default, -1 all OSTs)."""
+    """The label's head as the paper writes it: ``tfrecord/shared 1N-4P-`` and the stripe count in the storage
+    backend's words (:func:`layout_words`, with 0 and -1 by name: the file system's default, all targets), after
+    the point's workload kind where it names one (a stored point names its kind only away from ``train``)."""
     nodes, ppn = int(config.get("nodes", 1)), int(config.get("ppn", 1))
-    count = int(config.get("stripe_count", 1))
-    stripe = {0: "defaultOST", -1: "allOST"}.get(count, f"{count}OST")
-    return f"{config.get('format', '?')}/{config.get('access', '?')} {nodes}N-{nodes * ppn}P-{stripe}"
+    stripe = layout_words(int(config.get("stripe_count", 1)), config.get("fs_type"), named=True)
+    head = f"{config.get('format', '?')}/{config.get('access', '?')} {nodes}N-{nodes * ppn}P-{stripe}"
+    return f"{config['kind']} {head}" if config.get("kind") else head
 
 
 def _rank(name: str) -> tuple[int, str]:

@@ -28,6 +28,13 @@ KINDS: LazyRegistry = LazyRegistry({
     "train": "experiments.kinds.train:TrainKind",
 }, group="ddlio.kinds")
 
+#: the analyses of the store's points a kind's :attr:`~experiments.kinds.base.WorkloadKind.analyses` may name: the
+#: figures, the guideline scenarios and the diagnose findings
+ANALYSES = ("figures", "guidelines", "diagnose")
+#: a built-in kind's analyses (None: all of them), read without importing the kind (a plug-in's are its class's
+#: ``analyses``); tests/test_kind_seam.py holds each to its class
+KIND_ANALYSES: dict[str, frozenset[str] | None] = {"train": None}
+
 
 @dataclass(frozen=True)
 class Needs:
@@ -70,3 +77,21 @@ def needs_of(registry: LazyRegistry, builtin: dict[str, Needs], name: str) -> Ne
 def unknown(registry: LazyRegistry, key: str, value: str) -> str:
     """The message for a name the registry does not have, naming every one it has."""
     return f"{key}={value!r} is unknown: choose one of {', '.join(registry)}"
+
+
+def kinds_for(analysis: str, stored: list[str]) -> list[str]:
+    """Which of the ``stored`` kind names (as the store's ``points.kind`` holds them, train as ``"train"``) the
+    analysis ``analysis`` (one of :data:`ANALYSES`) applies to, by each kind's declaration: a built-in's from
+    :data:`KIND_ANALYSES`, a plug-in's from its class (imported); a kind no longer installed has none."""
+    out = []
+    for name in stored:
+        if name in KIND_ANALYSES:
+            applies = KIND_ANALYSES[name]
+        else:
+            try:
+                applies = KINDS[name].analyses
+            except (KeyError, ImportError):  # the plug-in that measured it is not installed here
+                applies = frozenset()
+        if applies is None or analysis in applies:
+            out.append(name)
+    return out

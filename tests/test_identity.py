@@ -11,7 +11,7 @@ from analysis.validity import valid_only, verdicts
 from ddlio.evidence import best_of
 from ddlio.identity import cache_text, config_key, knobs, labels
 from ddlio.records import ResultRecord
-from experiments.run.job import point_layout
+from experiments.kinds.train import point_layout
 from experiments.run.progress import result_line
 
 BASE = {"format": "tfrecord", "format_options": {"layout": "raw", "verify_crc": True}, "access": "shared",

@@ -46,7 +46,8 @@ ALLOWED: dict[str, set[str]] = {
                         "experiments.dataset", "experiments.kernel", "experiments.executors", "experiments.kinds",
                         "experiments.run"},
     "experiments.calibrate": {"ddlio", "experiments.config", "experiments.kernel", "experiments.calibrate"},
-    "analysis": {"ddlio", "lustre", "experiments.config", "experiments.formats", "analysis"},
+    # experiments.registry: which workload kinds an analysis applies to (their declarations, analysis/kinds.py)
+    "analysis": {"ddlio", "lustre", "experiments.registry", "experiments.config", "experiments.formats", "analysis"},
     "hydra_plugins": {"ddlio", "experiments.config", "experiments.run", "hydra_plugins"},
     "sweep": {"ddlio", "experiments.config", "experiments.run", "hydra_plugins", "sweep"},
 }

@@ -108,8 +108,14 @@ def test_every_state_is_reachable_and_a_job_out_is_never_submitted_again():
     ({"status": "submitted", "pending": True, "job_id": "7"}, State.SUBMITTED),
     ({"status": "completed", "pending": True, "job_id": "7"}, State.SUBMITTED),  # a re-measure's job is out
     ({"status": "completed", "pending": False}, State.COMPLETED),
-    ({"status": "failed", "pending": False, "job_state": "TIMEOUT"}, State.FAILED),
-    ({"status": "failed", "pending": False, "job_state": "LOST"}, State.LOST),
+    ({"status": "failed", "pending": False, "job_state": "TIMEOUT", "outcome": "failed"}, State.FAILED),
+    ({"status": "failed", "pending": False, "job_state": "LOST", "outcome": "lost"}, State.LOST),
+    # the stored outcome decides, not the scheduler's word: a job that ended COMPLETED without a record is lost
+    ({"status": "failed", "pending": False, "job_state": "COMPLETED", "outcome": "lost"}, State.LOST),
+    ({"status": "failed", "pending": False, "job_state": "LOST", "outcome": "failed"}, State.FAILED),
+    # a row stored before outcomes were: its error's words tell
+    ({"status": "failed", "job_state": "VANISHED", "error": "job 7 ended VANISHED without a result"}, State.LOST),
+    ({"status": "failed", "job_state": "TIMEOUT", "error": "TimeLimitError: the point's limit"}, State.FAILED),
 ])
 def test_stored_state(row, state):
     assert stored_state(row) is state

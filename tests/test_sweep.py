@@ -140,15 +140,19 @@ def test_result_records_full_provenance(sweep, tmp_path):
 def test_a_late_result_of_a_failed_point_is_stored_not_remeasured(sweep, analysis, tmp_path):
     """A point recorded as failed whose result file landed later (a slow shared file system, a job Slurm
     reported too early): the rerun stores that result instead of measuring again and deleting it."""
+    from ddlio.records import FailureRecord, Outcome
     from ddlio.store import Store
-    from experiments.run import failure_record
 
     assert sweep("workload=tiny").returncode == 0
     ((key, run_dir, config),) = sqlite3.connect(tmp_path / "r.db").execute(
         "select point_key, run_dir, config from points").fetchall()
-    other = Store(str(tmp_path / "r2.db"))  # a store that gave up on the job
+    other = Store(str(tmp_path / "r2.db"))  # a store that gave up on the job: the driver's record of a lost job
     other.record_submitted(json.loads(config), "4242", run_dir)
-    other.record(failure_record(json.loads(config), "job 4242 ended COMPLETED without a result"))
+    other.record(FailureRecord.of(json.loads(config), "job 4242 ended COMPLETED without a result",
+                                  job_state="COMPLETED", outcome=Outcome.LOST).to_dict())
+    with sqlite3.connect(tmp_path / "r2.db") as c:  # the outcome is stored, not read back from the text
+        assert c.execute("select status, outcome from points").fetchone() == ("failed", "lost")
+        assert c.execute("select outcome from measurements").fetchall() == [("lost",)]
     p = sweep("workload=tiny", f"db={tmp_path / 'r2.db'}")
     assert p.returncode == 0, p.stdout + p.stderr
     with sqlite3.connect(tmp_path / "r2.db") as c:

@@ -49,7 +49,7 @@ def collect(store: StoreReader, where: str | None = None, t: Thresholds | None =
 
     checked = parse_where(where)
     if points is None and checked is not None:
-        points = analysis_frame(store, checked)
+        points = analysis_frame(store, checked, "diagnose")
     subjects = emulated_subjects(store, None if points is None else points["point_key"].tolist())
     observed = observed_subjects(store)
     if checked is not None and observed:

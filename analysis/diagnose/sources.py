@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import Text, cast, or_, select
 
 from analysis.diagnose.model import EpochTable, Subject
+from analysis.kinds import applies
 from analysis.where import Filter
 from ddlio import identity
 from ddlio.store import Epoch, Point, StoreReader
@@ -173,8 +174,9 @@ def emulated_subjects(store: StoreReader, keys: list[str] | None = None) -> list
 
     group = config_group()
     stmt = select(group, *_columns(_OWN_COLUMNS)).order_by(Point.point_key)
+    kinds = applies(store, "diagnose") if keys is None else None  # the points of the kinds diagnose applies to
     if keys is None:
-        stmt = stmt.where(Point.status == "completed", or_(Point.source.is_(None), Point.source != "darshan"))
+        stmt = stmt.where(Point.status == "completed", or_(Point.source.is_(None), Point.source != "darshan"), kinds)
     wanted = None if keys is None else set(keys)
     stored: dict[str, _Group] = {}  # per stored configuration (digest), in the order of its first point
     for rows in read_rows(store, stmt):
@@ -190,7 +192,7 @@ def emulated_subjects(store: StoreReader, keys: list[str] | None = None) -> list
              cast(Epoch.rank_rows, Text).label("rank_rows"), Epoch.first_read, Epoch.cache, Epoch.cache_note)
     if keys is None:  # every completed point: each epoch comes with its point's digest (no map of a million keys)
         estmt = (select(group, *ecols).join(Point, Point.point_key == Epoch.point_key)
-                 .where(Point.status == "completed", or_(Point.source.is_(None), Point.source != "darshan")))
+                 .where(Point.status == "completed", or_(Point.source.is_(None), Point.source != "darshan"), kinds))
         group_of: dict[str, _Group] = joined
     else:  # the chosen points only: by key
         estmt = select(Epoch.point_key, *ecols)

@@ -25,7 +25,7 @@ def main(args: argparse.Namespace) -> int:
     where = parse_where(args.where)
     out = check_dir(args.out, args.force)  # before any work
     store = open_store_for_reading(args.db)
-    points = analysis_frame(store, where)
+    points = analysis_frame(store, where, "figures")
     keys, hists = hist_frame(store, points["point_key"].tolist(), by=per_configuration(points))
     jobs = plan_figures(points, keys, hists)
     names = [f"{j.name}.{fmt}" for j in jobs if j.draw is not None for fmt in ("png", args.vector)]

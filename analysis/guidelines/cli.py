@@ -63,7 +63,7 @@ def main(args: argparse.Namespace) -> int:
     st = Settings(metric=args.metric, n_boot=args.bootstrap, seed=args.seed, min_repeats=args.min_repeats)
     where = parse_where(args.where)
     store = open_store_for_reading(args.db)
-    points = analysis_frame(store, where)
+    points = analysis_frame(store, where, "guidelines")
     if points.empty:
         print("no completed points in the store (after --where): nothing to recommend", file=sys.stderr)
         return 1

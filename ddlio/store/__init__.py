@@ -3,7 +3,8 @@
 Tables: ``sweeps`` (one per ``sweep.py`` call), ``sweep_points`` (which points a sweep asked for and what it did
 with each), ``points`` (one per point key: config as columns, status, error, job, and the run's Darshan-style
 totals, and the claim of the driver that holds it), ``epochs`` (per-epoch measurements with latency histograms and
-per-rank figures), ``environments`` (versions, host, git commit; shared by the points measured in the same
+per-rank figures), ``point_metrics`` (a workload kind's results beyond train's wide row: point, kind, metric,
+value, unit), ``environments`` (versions, host, git commit; shared by the points measured in the same
 environment) and ``measurements`` (every outcome of every point: its history).
 
 Ingest is idempotent: a point is keyed by its point key; storing the same record twice changes nothing. Every
@@ -41,6 +42,7 @@ from ddlio.store.models import (
     Measurement,
     Meta,
     Point,
+    PointMetric,
     Sweep,
     SweepPoint,
 )
@@ -50,7 +52,7 @@ from ddlio.store.writer import Store, open_store_for_writing
 
 __all__ = [
     "CONNECT_TIMEOUT_S", "MIN_FREE_BYTES", "POSTGRES_INSTALL", "SCHEMA_VERSION", "SUPPORTED", "Base", "Environment",
-    "Epoch", "Measurement", "Meta", "Point", "Store", "StoreError", "StoreReader", "Sweep", "SweepPoint",
+    "Epoch", "Measurement", "Meta", "Point", "PointMetric", "Store", "StoreError", "StoreReader", "Sweep", "SweepPoint",
     "_db_errors", "_engine", "_failure", "_load_driver", "_parse", "_url_id", "check_store", "db_url", "default_db",
     "describe", "open_store_for_reading", "open_store_for_writing", "store_id", "upgrade_schema",
 ]

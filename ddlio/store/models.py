@@ -1,5 +1,5 @@
 """The store's tables as SQLAlchemy models: ``ddlio_meta``, ``sweeps``, ``sweep_points``, ``environments``,
-``points``, ``epochs`` and ``measurements`` (see :mod:`ddlio.store`)."""
+``points``, ``epochs``, ``point_metrics`` and ``measurements`` (see :mod:`ddlio.store`)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,13 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 #: version of the store's tables, recorded in its ``ddlio_meta`` table. 1: the tables as written before versions were
 #: recorded (no meta table); 2: + ``ddlio_meta``; 3: + ``points.agg_perf_by_slowest_mib_s`` (imported Darshan
 #: logs; the file-system layer's columns came with 2); 4: + ``points.config_digest`` (filled for the existing
-#: rows by the upgrade). A change to the tables bumps it; writers (sweep.py, ``analysis
-#: ingest``) upgrade an older store (new tables, new nullable columns), readers refuse a store newer than this.
-SCHEMA_VERSION = 4
+#: rows by the upgrade); 5: + ``points.kind`` (NULL: train, the kind of every earlier point), the table
+#: ``point_metrics`` (a workload kind's results beyond train's wide row) and ``points.outcome`` and
+#: ``measurements.outcome`` (a failure's :class:`~ddlio.records.Outcome`, failed or lost; NULL for rows stored before,
+#: read from their error text). A change to the tables bumps it; writers
+#: (sweep.py, ``analysis ingest``) upgrade an older store (new tables, new nullable columns), readers refuse a store
+#: newer than this.
+SCHEMA_VERSION = 5
 
 
 class Base(DeclarativeBase):
@@ -81,6 +85,9 @@ class Point(Base):
     error: Mapped[str | None] = mapped_column(Text)
     job_id: Mapped[str | None] = mapped_column(String(64))
     job_state: Mapped[str | None] = mapped_column(String(32))
+    # a failure's outcome (ddlio.records.Outcome): failed (the job's own) or lost (the job left no record); NULL for
+    # a completed point, and for a failure stored before outcomes were (its error text tells)
+    outcome: Mapped[str | None] = mapped_column(String(16))
     run_dir: Mapped[str | None] = mapped_column(Text)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     # a job went out for this point and its outcome has not been stored yet (harvest or re-attach, never resubmit)
@@ -129,6 +136,8 @@ class Point(Base):
     # ddlio.identity.config_digest(config): one value per configuration as stored (repeat and keys aside), so a
     # reader of a million points parses one config per value (NULL only for rows a writer has not upgraded yet)
     config_digest: Mapped[str | None] = mapped_column(String(64))
+    # the workload kind (experiments.registry.KINDS) when not train: NULL is train, the kind of every earlier point
+    kind: Mapped[str | None] = mapped_column(String(64))
     # --- measurement (whole run; NULL until completed)
     hosts: Mapped[int | None] = mapped_column(Integer)
     host_names: Mapped[list | None] = mapped_column(JSON)
@@ -170,6 +179,7 @@ class Point(Base):
     result: Mapped[dict | None] = mapped_column(JSON)
 
     epoch_rows: Mapped[list[Epoch]] = relationship(back_populates="point", cascade="all, delete-orphan")
+    metric_rows: Mapped[list[PointMetric]] = relationship(back_populates="point", cascade="all, delete-orphan")
 
 
 class Epoch(Base):
@@ -216,6 +226,23 @@ class Epoch(Base):
     point: Mapped[Point] = relationship(back_populates="epoch_rows")
 
 
+class PointMetric(Base):
+    """A completed point's result as a workload kind beyond train reports it (train's are the wide row of
+    ``points`` and ``epochs``): one row per point and metric, so a new kind adds rows, never columns. The point's
+    current measurement only; a replaced one keeps its metrics in its ``measurements.record``."""
+
+    __tablename__ = "point_metrics"
+    point_key: Mapped[str] = mapped_column(ForeignKey("points.point_key"), primary_key=True)
+    metric: Mapped[str] = mapped_column(String(64), primary_key=True)
+    # the point's kind (as points.kind, never NULL here), so a kind's metrics are read without a join
+    kind: Mapped[str] = mapped_column(String(64), index=True)
+    value: Mapped[float | None] = mapped_column(Float)
+    # the value's unit as the kind declares it: "MiB/s", "s", "bytes"; "" for a count or a ratio
+    unit: Mapped[str] = mapped_column(String(32), default="")
+
+    point: Mapped[Point] = relationship(back_populates="metric_rows")
+
+
 class Measurement(Base):
     """The point's history: one row per outcome ever stored for it (completed or failed), oldest first. The point's
     row holds the current one (``points.measurement_id``) in full; a completed measurement that a later outcome
@@ -230,6 +257,8 @@ class Measurement(Base):
     error: Mapped[str | None] = mapped_column(Text)
     job_id: Mapped[str | None] = mapped_column(String(64))
     job_state: Mapped[str | None] = mapped_column(String(32))
+    # a failure's outcome, as points.outcome
+    outcome: Mapped[str | None] = mapped_column(String(16))
     run_dir: Mapped[str | None] = mapped_column(Text)
     finished_utc: Mapped[dt.datetime | None] = mapped_column(DateTime)
     recorded_utc: Mapped[dt.datetime] = mapped_column(DateTime, default=_now)

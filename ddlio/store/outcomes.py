@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from ddlio.records import Outcome
 from ddlio.store.engine import _db_errors
-from ddlio.store.models import Epoch, Measurement, Point, _now, _parse_utc
+from ddlio.store.models import Epoch, Measurement, Point, PointMetric, _now, _parse_utc
 from ddlio.store.rows import _EPOCH_COLUMNS, _TOTAL_COLUMNS, RowWriter, _json_safe, _nan_to_none
 
 
@@ -55,6 +55,7 @@ class OutcomesMixin(RowWriter):
             result_id=None if failed else record.get("result_id"), error=record["error"] if failed else None,
             job_id=record.get("job_id") or (row.job_id if current else None),
             job_state=record.get("job_state", "FAILED" if failed else "COMPLETED"),
+            outcome=_failure_outcome(record) if failed else None,
             run_dir=record.get("run_dir"), finished_utc=finished, recorded_utc=_now(),
             bandwidth_mib_s=_nan_to_none(totals.get("bandwidth_mib_s")), iops=_nan_to_none(totals.get("iops")),
             io_time_slowest_s=_nan_to_none(totals.get("io_time_slowest_s")),
@@ -93,7 +94,7 @@ class OutcomesMixin(RowWriter):
     def _becomes_current(row: Point, record: dict[str, Any], finished: dt.datetime | None) -> bool:
         if row.status not in ("completed", "failed") or row.finished_utc is None or finished is None:
             return True
-        if record["kind"] == "ddlio.result" and Outcome.of_stored(row.status, row.error) is Outcome.LOST:
+        if record["kind"] == "ddlio.result" and Outcome.of_stored(row.status, row.error, row.outcome) is Outcome.LOST:
             return True
         return finished >= row.finished_utc
 
@@ -118,17 +119,20 @@ class OutcomesMixin(RowWriter):
         """The point's current state becomes this failure: no figures (they belong to the history)."""
         row.status, row.error = "failed", record["error"]
         row.job_state = record.get("job_state", "FAILED")
+        row.outcome = _failure_outcome(record)
         row.finished_utc = finished
         row.run_dir = record.get("run_dir") or row.run_dir
         for col in (*_TOTAL_COLUMNS, "hosts", "host_names", "fs_type", "striping_applicable", "layout",
                     "mpi_library", "env_id", "result", "result_id", "started_unix", "finished_unix", "overlapping"):
             setattr(row, col, None)
         row.epoch_rows.clear()
+        row.metric_rows.clear()
 
     def _store_result(self, s: Session, row: Point, rec: dict[str, Any], finished: dt.datetime | None,
                       env_id: str | None) -> None:
         totals = rec["totals"]
         row.status, row.error, row.job_state = "completed", None, rec.get("job_state", "COMPLETED")
+        row.outcome = None
         row.finished_utc = finished
         row.run_dir = rec.get("run_dir") or row.run_dir
         for col in _TOTAL_COLUMNS:
@@ -153,6 +157,12 @@ class OutcomesMixin(RowWriter):
                 epoch=e["epoch"], hist=e["hist"], rank_rows=_json_safe(e.get("ranks", [])),
                 **{c: _nan_to_none(e.get(c)) for c in _EPOCH_COLUMNS},
             ))
+        if row.metric_rows:  # the replaced measurement's metrics go before this one's (same keys)
+            row.metric_rows.clear()
+            s.flush()
+        for m in rec.get("metrics") or ():  # a workload kind's results beyond train's wide row
+            row.metric_rows.append(PointMetric(metric=str(m["name"]), kind=row.kind or "train",
+                                               value=_nan_to_none(float(m["value"])), unit=str(m.get("unit", ""))))
 
     @staticmethod
     def _count_overlaps(s: Session, row: Point, start: float | None, end: float | None) -> None:
@@ -169,3 +179,9 @@ class OutcomesMixin(RowWriter):
         row.overlapping = len(others)
         for o in others:
             o.overlapping = (o.overlapping or 0) + 1
+
+
+def _failure_outcome(record: dict[str, Any]) -> str:
+    """The outcome a failure record wrote (failed, lost), or the one its error text tells for a record written
+    before outcomes were."""
+    return Outcome.of_value(record.get("outcome"), record.get("error")).value

@@ -15,8 +15,8 @@ from ddlio.store.schema import check_store
 
 #: what :meth:`StoreReader.lookup` answers of a point
 _LOOKUP_COLUMNS = (Point.status, Point.job_id, Point.run_dir, Point.pending, Point.attempts, Point.finished_utc,
-                   Point.error, Point.job_state, Point.bandwidth_mib_s, Point.iops, Point.cache, Point.claim_token,
-                   Point.claim_host, Point.claim_pid, Point.claim_utc)
+                   Point.error, Point.job_state, Point.outcome, Point.bandwidth_mib_s, Point.iops, Point.cache,
+                   Point.claim_token, Point.claim_host, Point.claim_pid, Point.claim_utc)
 
 
 class StoreReader:
@@ -47,8 +47,8 @@ class StoreReader:
 
     def lookup(self, point_key: str) -> dict[str, Any] | None:
         """The stored state of a point, or None: ``status``, ``job_id``, ``run_dir``, ``pending`` (a job went out
-        and its outcome is not stored yet), ``attempts``, ``finished_utc``, ``error``, ``job_state``, the totals
-        a progress line shows (``bandwidth_mib_s``, ``iops``, ``cache``) and the claim (``claim_token``,
+        and its outcome is not stored yet), ``attempts``, ``finished_utc``, ``error``, ``job_state``, ``outcome``,
+        the totals a progress line shows (``bandwidth_mib_s``, ``iops``, ``cache``) and the claim (``claim_token``,
         ``claim_host``, ``claim_pid``, ``claim_utc``)."""
         return self.lookup_many([point_key]).get(point_key)
 

@@ -14,7 +14,7 @@ from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from ddlio.identity import config_digest
+from ddlio.identity import config_digest, layout_words
 from ddlio.secrets import mask_any
 from ddlio.store.engine import _db_errors
 from ddlio.store.models import Environment, Point
@@ -40,7 +40,12 @@ _EPOCH_COLUMNS = ("samples", "bytes_read", "bytes_planned", "read_ops", "meta_op
 
 
 def _label(p: dict[str, Any]) -> str:
-    return f"{p['format']}/{p['access']} {p['nodes']}N-{p['ranks']}P-{p['stripe_count']}OST"
+    """The point's label: the paper's ``format/access NN-PP-`` and the stripe count in the words of the storage
+    backend of its file system (:func:`ddlio.identity.layout_words`), after its kind's name when it has one (a
+    point's stored form names its kind only away from train)."""
+    stripe = layout_words(p["stripe_count"], p.get("fs_type"))
+    label = f"{p['format']}/{p['access']} {p['nodes']}N-{p['ranks']}P-{stripe}"
+    return f"{p['kind']} {label}" if p.get("kind") else label
 
 
 def _nan_to_none(v: Any) -> Any:
@@ -139,6 +144,7 @@ class RowWriter:
             if key is not None:
                 setattr(row, col, p[key])
         row.label = _label(p)
+        row.kind = p.get("kind")  # NULL: train (its stored form names no kind)
         row.source = "ddlio"
         row.cluster = str(p["cluster"]["name"])  # every stored form of a point has its cluster's name
         row.config = mask_any(p)  # a point written by an older ddlio may carry a db password: never stored

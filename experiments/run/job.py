@@ -1,13 +1,13 @@
-"""The job side: :func:`run_point` runs *inside* the job, on the first node: start the kernel as an MPI step whose
-ranks wait at a gate (:meth:`StepRunner.ahead`), ensure the dataset meanwhile (written by those ranks when it must be
-generated: one MPI start for both), open the gate under the measurement lock, read back the layout and file system,
-and return the point's record (:class:`~ddlio.records.ResultRecord`, or
-:class:`~ddlio.records.FailureRecord` when the point failed), also written to the point's run folder."""
+"""The job side: :func:`run_point` runs *inside* the job, on the first node: it runs the point's workload kind
+(:data:`experiments.registry.KINDS`, handed a :class:`~experiments.kinds.base.JobContext`: ``train`` starts the
+kernel as an MPI step whose ranks wait at a gate (:meth:`StepRunner.ahead`), ensures the dataset meanwhile, opens the
+gate under the measurement lock and reads back the layout and file system) and returns the point's record
+(:class:`~ddlio.records.ResultRecord`, or :class:`~ddlio.records.FailureRecord` when the point failed), also written
+to the point's run folder."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import sys
@@ -20,22 +20,13 @@ from typing import Any
 from ddlio import env as envinfo
 from ddlio.errors import DdlioError, LaunchError, StartTimeoutError, TimeLimitError
 from ddlio.mpistep import gate_env, phase_path
-from ddlio.records import FailureRecord, Record, ResultRecord
+from ddlio.records import FailureRecord, Record
 from ddlio.runpaths import RunPaths
 from experiments.config import PointSpec
-from experiments.dataset import (
-    DatasetInfo,
-    DatasetPlan,
-    ensure_dataset,
-    exclusive,
-    generate_here,
-    invalidate_dataset,
-    write_json_atomic,
-)
-from experiments.executors import executor_for
+from experiments.dataset import ensure_dataset, generate_here, write_json_atomic
+from experiments.kinds.base import JobContext, Measured
+from experiments.registry import KINDS
 from experiments.run.mpirun import RunningStep, failure_cause, headline, launch_argv, run_step
-from lustre import Layout
-from lustre.fs import fs_info
 
 
 class StepRunner:
@@ -272,7 +263,7 @@ def run_point(point: dict[str, Any], run_dir: str) -> Record:
         stale.unlink(missing_ok=True)
     t0 = time.perf_counter()
     try:
-        result, plan, info, env = _measure(point, rd)
+        result, env = _measure(point, rd)
         if point.get("format") == "hdf5":  # the HDF5 library's version too, with HDF5 points only
             env["packages"] = envinfo.package_versions(hdf5=True)
     except DdlioError as e:
@@ -284,43 +275,10 @@ def run_point(point: dict[str, Any], run_dir: str) -> Record:
         return _failed(paths, FailureRecord.of(point, "interrupted (SIGINT: Ctrl-C, or the executor's time limit) "
                                                f"after {time.perf_counter() - t0:.1f} s; a rerun measures the point "
                                                "again", job_state="INTERRUPTED", run_dir=str(rd)))
-    manifest = info.manifest
-    record = result.with_facts(
-        point=point,
-        run_dir=str(rd),
-        job_state="COMPLETED",
-        env=env,
-        fs=fs_info(plan.directory).to_dict(),
-        layout=point_layout(manifest["layout"], spec_request(point)),
-        dataset={
-            "directory": plan.directory,
-            "files": len([f for f in manifest["files"] if f["samples"]]),
-            "disk_bytes": manifest["disk_bytes"],
-            "payload_bytes": manifest["payload_bytes"],
-            "generated": info.generated,
-            "generation_s": info.seconds,
-        },
-        point_seconds=time.perf_counter() - t0,
-    )
+    record = result.with_facts(point=point, run_dir=str(rd), job_state="COMPLETED", env=env,
+                               point_seconds=time.perf_counter() - t0)
     write_json_atomic(paths.result, record.to_dict())
     return record
-
-
-def spec_request(point: dict[str, Any]) -> dict[str, int]:
-    """The stripe layout this point asked for (stored form: ``stripe_count``, ``stripe_size`` in bytes)."""
-    return {"stripe_count": int(point["stripe_count"]), "stripe_size": int(point["stripe_size"])}
-
-
-def point_layout(dataset_layout: dict[str, Any], requested: dict[str, int]) -> dict[str, Any]:
-    """The layout record stored with a point: its dataset's (what was applied, per file) with ``requested`` the
-    point's own request. Off a striping file system points that differ only in striping share one dataset,
-    whose manifest holds the request of the point that generated it; that request stays as
-    ``dataset_requested``."""
-    out = dict(dataset_layout)
-    if out.get("requested") != requested:
-        out["dataset_requested"] = out.get("requested")
-    out["requested"] = dict(requested)
-    return out
 
 
 def _failed(paths: RunPaths, record: FailureRecord) -> FailureRecord:
@@ -328,37 +286,12 @@ def _failed(paths: RunPaths, record: FailureRecord) -> FailureRecord:
     return record
 
 
-def _measure(point: dict[str, Any], rd: Path) -> tuple[ResultRecord, DatasetPlan, DatasetInfo, dict[str, Any]]:
-    """Ensure the point's dataset and run the kernel on it; the kernel's record, the plan, the dataset and the
-    environment (versions, host: taken while the kernel's ranks start, not after they measured)."""
-    paths = RunPaths(rd)
+def _measure(point: dict[str, Any], rd: Path) -> Measured:
+    """Run the point's workload kind (``KINDS[spec.kind]``) in the point's run folder ``rd``: its record (with the
+    kind's own facts) and the environment it ran in."""
     spec = PointSpec.from_dict(point)
     deadline = time.monotonic() + float(spec.cluster.timeout_min) * 60
-    step = step_runner(spec, rd, deadline)
-    plan = DatasetPlan.from_point(spec)
-    for stale in (paths.kernel_result, paths.damaged):  # only this run's kernel may leave one
-        stale.unlink(missing_ok=True)
-    write_json_atomic(paths.kernel_spec, {"point": point, "plan": plan.to_dict(),
-                                          "result_path": str(paths.kernel_result)})
-    # the kernel's ranks start up while the dataset is made ready, write it when it must be generated (one MPI
-    # start for both), and wait at a gate for the job to have the dataset and the measurement lock
-    kernel = step.ahead("experiments.kernel", [str(paths.kernel_spec)], spec.ranks, "kernel")
-    try:
-        env = envinfo.collect(hdf5=False)  # the HDF5 library's version after the measurement (h5py: 12 MiB)
-        info = ensure_dataset(
-            plan, Layout(spec.layout.stripe_count, spec.layout.stripe_size, spec.layout.object_size,
-                         spec.layout.pool),
-            lambda plan_path, ranks: kernel.generate(plan_path), spec.ranks,
-        )
-        lock = executor_for(spec.cluster.executor).measurement_lock(spec)
-        with exclusive(lock) if lock else contextlib.nullcontext():
-            kernel.go()
-    except LaunchError as e:
-        if not paths.damaged.exists():
-            raise
-        moved = invalidate_dataset(plan, paths.damaged.read_text(errors="replace"))
-        raise LaunchError(f"{e}\nthe dataset failed verification and was invalidated ({moved}): the next "
-                          "run rebuilds it") from e
-    finally:
-        kernel.kill()  # ended already, or started ahead of a dataset that failed
-    return ResultRecord.from_dict(json.loads(paths.kernel_result.read_text())), plan, info, env
+    ctx = JobContext(point=point, spec=spec, run_dir=rd, paths=RunPaths(rd), deadline=deadline,
+                     steps=step_runner(spec, rd, deadline),
+                     ensure=lambda *a, **k: ensure_dataset(*a, **k))  # looked up at call time: tests replace it
+    return KINDS[spec.kind]().run(ctx)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from enum import Enum
 
 from ddlio import jobstates
+from ddlio.records import Outcome
 
 
 class State(str, Enum):
@@ -138,7 +139,8 @@ def stored_state(row: dict | None) -> State:
     if row.get("status") == "completed":
         return State.COMPLETED
     if row.get("status") == "failed":
-        return State.LOST if row.get("job_state") in ("LOST", "VANISHED") else State.FAILED
+        lost = Outcome.of_stored("failed", row.get("error"), row.get("outcome")) is Outcome.LOST
+        return State.LOST if lost else State.FAILED
     return State.NEW  # claimed by a driver that submitted nothing
 
 
