@@ -12,9 +12,12 @@ only the acquisition of a handle goes through the seam, never a sample's read.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import os
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ddlio.lazy import lazy_import
@@ -32,6 +35,26 @@ _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
 _MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    """libc's ``sync_file_range`` (Linux), or None."""
+    try:
+        fn = _libc.sync_file_range
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_SYNC_FILE_RANGE = _sync_file_range()
+_SYNC_FILE_RANGE_WRITE = 2
+#: SYNC_FILE_RANGE_WAIT_BEFORE | WRITE | WAIT_AFTER: start the range's writeback and wait until it is written
+_SYNC_FILE_RANGE_WAIT_ALL = 1 | 2 | 4
+#: seconds between two write-behind requests (see :meth:`StorageIO.write_behind`): short, so that the page-cache memory
+#: generation recycles stays small (0.05 s gave 0.38-0.40 of fio here, 0.01 s 0.55, 0.005 s 0.51-0.78)
+WRITE_BEHIND_S = 0.005
 
 
 class StorageIO:
@@ -82,6 +105,62 @@ class StorageIO:
     def listdir(self, path: str | os.PathLike) -> list[str]:
         """The names in directory ``path``, sorted."""
         return sorted(os.listdir(path))
+
+
+    # ------------------------------------------------------------------ generation
+    @contextlib.contextmanager
+    def staged(self, path: str | os.PathLike) -> Iterator[str]:
+        """The local path at which a format's library writes the file that is to be ``path`` (HDF5, zip and PIL
+        write to paths, not handles): the store holds it once the block exits. POSIX: ``path`` itself (a store that
+        is not a mounted path stages it locally and uploads it here)."""
+        yield os.fspath(path)
+
+    @contextlib.contextmanager
+    def write_behind(self, path: str | os.PathLike, interval_s: float = WRITE_BEHIND_S) -> Iterator[None]:
+        """While a format writes ``path``, start the writeback of its dirty pages every ``interval_s`` seconds
+        (``sync_file_range(SYNC_FILE_RANGE_WRITE)``, which queues the writes and returns), from a thread that
+        watches the file by name, whoever writes it (h5py, zipfile, plain writes). The bytes then travel to storage
+        while the next ones are generated, instead of all at the fsync that ends every format's ``write``, and dirty
+        memory stays small. What was queued one interval before is waited for and dropped from the page cache
+        (drop-behind), so generation recycles a few intervals' worth of page-cache memory instead of taking fresh
+        memory for every byte it writes: in a VM whose host reclaims the guest's free memory, taking fresh pages cost
+        5-9x the write itself here (256 MiB written at 190-340 MiB/s without, 1650-1970 with). A region a format
+        writes again later (a header) is read back by the kernel where needed: the page cache stays coherent. The
+        fsync still decides durability; without ``sync_file_range`` this does nothing."""
+        if _SYNC_FILE_RANGE is None:
+            yield
+            return
+        stop = threading.Event()
+
+        def run() -> None:
+            fd = -1
+            queued = dropped = 0  # writeback started for [0, queued); [0, dropped) dropped from the page cache
+            try:
+                while not stop.wait(interval_s):
+                    if fd < 0:
+                        try:
+                            fd = os.open(path, os.O_RDONLY)
+                        except OSError:
+                            continue
+                    if queued > dropped:  # queued an interval ago: wait until written, then drop it
+                        _SYNC_FILE_RANGE(fd, dropped, queued - dropped, _SYNC_FILE_RANGE_WAIT_ALL)
+                        os.posix_fadvise(fd, dropped, queued - dropped, os.POSIX_FADV_DONTNEED)
+                        dropped = queued
+                    size = os.fstat(fd).st_size
+                    if size > queued:
+                        _SYNC_FILE_RANGE(fd, queued, size - queued, _SYNC_FILE_RANGE_WRITE)
+                        queued = size
+            finally:
+                if fd >= 0:
+                    os.close(fd)
+
+        watcher = threading.Thread(target=run, name="ddlio-write-behind", daemon=True)
+        watcher.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            watcher.join()
 
     # ------------------------------------------------------------------ caches
     def evict(self, path: str | os.PathLike) -> None:

@@ -24,6 +24,7 @@ STANDIN = '''
     """A stand-in storage backend (tests/test_storage_seam.py): any path below a directory holding the marker file
     is its; it "stripes" over slabs (its wording), and its I/O is POSIX's, logging every call it gets."""
 
+    import contextlib
     import os
     from pathlib import Path
 
@@ -72,6 +73,16 @@ STANDIN = '''
         def create(self, path, mode=0o644):
             self._note("create")
             return super().create(path, mode)
+
+        @contextlib.contextmanager
+        def staged(self, path):
+            self._note("staged")
+            with super().staged(path) as local:
+                yield local
+
+        def write_behind(self, path, interval_s=0.005):
+            self._note("write_behind")
+            return super().write_behind(path, interval_s)
 
 
     class StandinBackend(StorageBackend):
@@ -145,6 +156,8 @@ def test_a_stand_in_backend_serves_a_real_point(tmp_path, sweep):
     calls = Counter(log.read_text().split())
     assert calls["evict"] >= 2, calls  # cache=cold: before each of the tiny workload's two epochs
     assert calls["resident"] >= 2 and calls["counter"] >= 1, calls
+    # generation wrote every file of the dataset through the seam: staged where the store wants it, written behind
+    assert calls["staged"] == calls["write_behind"] == len(layout["files"]), calls
 
 
 @pytest.fixture

@@ -8,92 +8,36 @@ first (``sizes.npy``); after writing, each rank checks its own files and rank 0 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import sys
-import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from ddlio.lazy import lazy_import
-from ddlio.libc import libc
 from ddlio.mpistep import announce_started
 from ddlio.plain import write_json_atomic
 from experiments.dataset.plan import SIZES, DatasetPlan
 from experiments.dataset.verify import VERIFIED, check_files, plan_sizes, verification
 from experiments.formats import get_format
+from lustre import io as io_mod
+from lustre.io import StorageIO
+from lustre.registry import io_for
 
 np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
 
-def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
-    """libc's ``sync_file_range`` (Linux), or None."""
-    try:
-        fn = libc().sync_file_range
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    fn.restype = ctypes.c_int
-    return fn
+#: seconds between two write-behind requests (see :meth:`lustre.io.StorageIO.write_behind`)
+WRITE_BEHIND_S = io_mod.WRITE_BEHIND_S
 
 
-_SYNC_FILE_RANGE = _sync_file_range()
-_SYNC_FILE_RANGE_WRITE = 2
-#: SYNC_FILE_RANGE_WAIT_BEFORE | WRITE | WAIT_AFTER: start the range's writeback and wait until it is written
-_SYNC_FILE_RANGE_WAIT_ALL = 1 | 2 | 4
-#: seconds between two write-behind requests (see :func:`write_behind`): short, so that the page-cache memory
-#: generation recycles stays small (0.05 s gave 0.38-0.40 of fio here, 0.01 s 0.55, 0.005 s 0.51-0.78)
-WRITE_BEHIND_S = 0.005
-
-
-@contextlib.contextmanager
-def write_behind(path: str | os.PathLike, interval_s: float = WRITE_BEHIND_S) -> Iterator[None]:
-    """While a format writes ``path``, start the writeback of its dirty pages every ``interval_s`` seconds
-    (``sync_file_range(SYNC_FILE_RANGE_WRITE)``, which queues the writes and returns), from a thread that
-    watches the file by name, whoever writes it (h5py, zipfile, plain writes). The bytes then travel to storage
-    while the next ones are generated, instead of all at the fsync that ends every format's ``write``, and dirty
-    memory stays small. What was queued one interval before is waited for and dropped from the page cache
-    (drop-behind), so generation recycles a few intervals' worth of page-cache memory instead of taking fresh
-    memory for every byte it writes: in a VM whose host reclaims the guest's free memory, taking fresh pages cost
-    5-9x the write itself here (256 MiB written at 190-340 MiB/s without, 1650-1970 with). A region a format
-    writes again later (a header) is read back by the kernel where needed: the page cache stays coherent. The
-    fsync still decides durability; without ``sync_file_range`` this does nothing."""
-    if _SYNC_FILE_RANGE is None:
-        yield
-        return
-    stop = threading.Event()
-
-    def run() -> None:
-        fd = -1
-        queued = dropped = 0  # writeback started for [0, queued); [0, dropped) dropped from the page cache
-        try:
-            while not stop.wait(interval_s):
-                if fd < 0:
-                    try:
-                        fd = os.open(path, os.O_RDONLY)
-                    except OSError:
-                        continue
-                if queued > dropped:  # queued an interval ago: wait until written, then drop it
-                    _SYNC_FILE_RANGE(fd, dropped, queued - dropped, _SYNC_FILE_RANGE_WAIT_ALL)
-                    os.posix_fadvise(fd, dropped, queued - dropped, os.POSIX_FADV_DONTNEED)
-                    dropped = queued
-                size = os.fstat(fd).st_size
-                if size > queued:
-                    _SYNC_FILE_RANGE(fd, queued, size - queued, _SYNC_FILE_RANGE_WRITE)
-                    queued = size
-        finally:
-            if fd >= 0:
-                os.close(fd)
-
-    watcher = threading.Thread(target=run, name="ddlio-write-behind", daemon=True)
-    watcher.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        watcher.join()
+def write_behind(path: str | os.PathLike, interval_s: float = WRITE_BEHIND_S,
+                 io: StorageIO | None = None) -> contextlib.AbstractContextManager[None]:
+    """While a format writes ``path``, its storage's write-behind (:meth:`lustre.io.StorageIO.write_behind`, through
+    ``io`` or the seam of the file system holding ``path``): its bytes travel to storage while the next ones are
+    generated, and generation recycles a few intervals' worth of page-cache memory."""
+    return (io or io_for(path)).write_behind(path, interval_s)
 
 
 def generate_files(plan: DatasetPlan, rank: int, size: int, sizes: np.ndarray | None = None) -> list[str]:
@@ -101,10 +45,12 @@ def generate_files(plan: DatasetPlan, rank: int, size: int, sizes: np.ndarray | 
     returns their names."""
     fmt = get_format(plan.format, **plan.format_options)
     sizes = np.load(os.path.join(plan.directory, SIZES)) if sizes is None else sizes
+    io = io_for(plan.directory)  # the I/O seam of the dataset's storage
     written = []
     for f in range(rank, plan.num_files, size):
-        with write_behind(plan.file_path(f)):
-            fmt.write(plan.file_path(f), plan.file_payload(f, sizes))
+        # the format's library writes a path: the storage's own (POSIX), or where the seam stages it for the store
+        with io.staged(plan.file_path(f)) as local, io.write_behind(local):
+            fmt.write(local, plan.file_payload(f, sizes))
         written.append(plan.file_name(f))
     return written
 
