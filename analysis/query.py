@@ -80,8 +80,10 @@ def summary_frame(store: StoreReader) -> pd.DataFrame:
         configs = dict(s.execute(select(Point.point_key, cast(Point.config, Text))).all())
     df["config"] = df["point_key"].map(configs)
     own = df["source"] == "ddlio"  # observed runs (imported logs) keep the label their import gave them
-    if own.any():
-        df.loc[own, "label"] = relabel(df[own])
+    kinds = df["kind"].fillna("train")
+    for kind in kinds[own].unique():  # each kind's points labelled among their own kind's
+        mine = own & (kinds == kind)
+        df.loc[mine, "label"] = relabel(df[mine])
     done = analysis_frame(store) if len(df) else pd.DataFrame(columns=["point_key"])
     for c in ("validity", "invalid_reasons"):
         df[c] = df["point_key"].map(dict(zip(done["point_key"], done.get(c, pd.Series(dtype=object)), strict=True)))

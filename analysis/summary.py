@@ -8,11 +8,18 @@ import sys
 import pandas as pd
 
 from analysis.below import store_notes
+from analysis.checkpoint import SUMMARY_METRICS, checkpoint_frame
 from analysis.query import analysis_frame, summary_frame
 from ddlio.store import open_store_for_reading
 
 SHORT = ["status", "label", "repeat", "bytes_read", "bandwidth_mib_s", "iops", "io_time_slowest_s",
          "wall_time_s", "cache", "settle", "first_read", "validity", "error"]
+#: the columns of the checkpoint points' table (bytes and seconds over all of a point's checkpoints, MiB/s)
+CHECKPOINT_SHORT = ["status", "label", "repeat", *SUMMARY_METRICS, "error"]
+#: summary's columns that say what a train point read: empty for a checkpoint point (its stored form carries the
+#: train keys it does not use)
+TRAIN_ONLY = ["format", "workload", "samples", "sample_size", "epochs", "bytes_planned", "settle", "validity",
+              "invalid_reasons"]
 
 
 def unsettled(df: pd.DataFrame) -> pd.Series:
@@ -27,29 +34,79 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
                         help="table: a readable subset of columns; csv/json: every summary column")
 
 
+def with_checkpoints(df: pd.DataFrame, ck: pd.DataFrame) -> pd.DataFrame:
+    """``summary``'s frame with the checkpoint points' own figures: ``kind`` and the columns of
+    :data:`~analysis.checkpoint.SUMMARY_METRICS` (``bytes_read``: the restore's bytes, as train's column says the
+    bytes read), their labels among checkpoint points only. Unchanged when there is no checkpoint point."""
+    if ck.empty:
+        return df
+    by_key = ck.set_index("point_key")
+    is_ck = df["point_key"].isin(by_key.index)
+    out = df.assign(kind=pd.Series(None, index=df.index, dtype=object).where(~is_ck, "checkpoint"))
+    out.loc[is_ck, "label"] = df.loc[is_ck, "point_key"].map(by_key["label"])
+    out[TRAIN_ONLY] = out[TRAIN_ONLY].astype(object)
+    out.loc[is_ck, TRAIN_ONLY] = None
+    for m in SUMMARY_METRICS:
+        values = df["point_key"].map(by_key[m]).astype("float64")
+        out[m] = values.where(is_ck, out[m]) if m in out.columns else values
+    return out
+
+
+def _print_table(t: pd.DataFrame) -> None:
+    print(t.to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="-"))
+
+
+def _print_train(store: object, df: pd.DataFrame) -> None:
+    """The train points' table (every point but the checkpoint ones), its counts and notes."""
+    t = df[SHORT].copy()
+    cold = unsettled(df)
+    t.loc[cold, "label"] = t.loc[cold, "label"] + " (unsettled)"  # told apart from a settled measurement
+    t["error"] = t["error"].fillna("").str.split("\n").str[0].str.slice(0, 60)
+    t["validity"] = t["validity"].where(df["validity"] != "invalid", "invalid: " + df["invalid_reasons"].fillna(""))
+    with_counts = t["status"].value_counts().to_dict()
+    _print_table(t)
+    print(f"\n{len(df)} points: " + ", ".join(f"{n} {k}" for k, n in sorted(with_counts.items())))
+    done = analysis_frame(store)
+    for note in store_notes(store, done[done["point_key"].isin(df["point_key"])]):
+        print(f"note: {note}")
+    earlier = int((cold & df["settle"].isna()).sum())
+    if earlier:
+        print(f"note: {earlier} point(s) were measured by an earlier method: cold cache without settling (ddlio "
+              "before b63f0f0); the same sweep with remeasure_earlier=true measures them again by today's method")
+
+
+def _print_checkpoints(ck: pd.DataFrame, first: bool) -> None:
+    """The checkpoint points' table: bytes written and read, bandwidths and fsync time (all checkpoints)."""
+    t = ck.reindex(columns=CHECKPOINT_SHORT).copy()
+    t["error"] = t["error"].fillna("").str.split("\n").str[0].str.slice(0, 60)
+    for c in ("bytes_written", "bytes_read"):  # whole bytes
+        t[c] = pd.Series(["-" if v != v else round(v) for v in t[c]], index=t.index, dtype=object)
+    print(("" if first else "\n") + "checkpoint points (kind=checkpoint; bytes in bytes, bandwidths in MiB/s as "
+          "Darshan's slowest rank gives them, fsync in s: all of a point's checkpoints)")
+    _print_table(t)
+    counts = t["status"].value_counts().to_dict()
+    print(f"\n{len(ck)} checkpoint points: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+
+
 def main(args: argparse.Namespace) -> int:
     store = open_store_for_reading(args.db)
     df = summary_frame(store)
-    if args.format == "csv":
-        df.to_csv(sys.stdout, index=False)
-    elif args.format == "json":
-        sys.stdout.write(df.to_json(orient="records", indent=1, date_format="iso") + "\n")
-    else:
-        if df.empty:
-            print("no points in the store yet")
-            return 0
-        t = df[SHORT].copy()
-        cold = unsettled(df)
-        t.loc[cold, "label"] = t.loc[cold, "label"] + " (unsettled)"  # told apart from a settled measurement
-        t["error"] = t["error"].fillna("").str.split("\n").str[0].str.slice(0, 60)
-        t["validity"] = t["validity"].where(df["validity"] != "invalid", "invalid: " + df["invalid_reasons"].fillna(""))
-        with_counts = t["status"].value_counts().to_dict()
-        print(t.to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="-"))
-        print(f"\n{len(df)} points: " + ", ".join(f"{n} {k}" for k, n in sorted(with_counts.items())))
-        for note in store_notes(store, analysis_frame(store)):
-            print(f"note: {note}")
-        earlier = int((cold & df["settle"].isna()).sum())
-        if earlier:
-            print(f"note: {earlier} point(s) were measured by an earlier method: cold cache without settling (ddlio "
-                  "before b63f0f0); the same sweep with remeasure_earlier=true measures them again by today's method")
+    ck = checkpoint_frame(store, status=None)
+    if args.format in ("csv", "json"):
+        df = with_checkpoints(df, ck)
+        if args.format == "csv":
+            df.to_csv(sys.stdout, index=False)
+        else:
+            sys.stdout.write(df.to_json(orient="records", indent=1, date_format="iso") + "\n")
+        return 0
+    if df.empty:
+        print("no points in the store yet")
+        return 0
+    train = df[~df["point_key"].isin(ck["point_key"])].reset_index(drop=True)
+    if train["bytes_read"].notna().all():  # NULL only in the checkpoint rows: whole bytes again
+        train["bytes_read"] = train["bytes_read"].astype("int64")
+    if len(train):
+        _print_train(store, train)
+    if len(ck):
+        _print_checkpoints(ck, first=train.empty)
     return 0

@@ -1,0 +1,117 @@
+"""Checkpoint points in the analysis: their frame (analysis/checkpoint.py), ``summary``'s table of them, and train's
+analyses that keep ignoring them. The stores hold SYNTHETIC checkpoint points written through the store's own writer
+(tests/checkpoint_store.py), beside synthetic train points."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from checkpoint_store import MIB, add_checkpoints, add_train, checkpoint_store
+from pandas.testing import assert_frame_equal
+
+from analysis.__main__ import main as analysis_main
+from analysis.checkpoint import bars_frame, checkpoint_configs, checkpoint_frame, stripe_frame
+from analysis.query import analysis_frame
+from ddlio.store import Store, open_store_for_reading
+
+#: two accesses × two stripe counts × two repetitions (write MiB/s; restore 1000 MiB/s), and one torch point
+GRID = [dict(write=100.0 * s + r, access=a, stripe_count=s, repeat=r) for a in ("shared", "fpp") for s in (1, 4)
+        for r in (0, 1)] + [dict(write=50.0, access="fpp", layout="torch", read=None)]
+
+
+@pytest.fixture
+def store(tmp_path):
+    return checkpoint_store(tmp_path, GRID)
+
+
+def test_the_frame_joins_each_points_metrics_and_its_checkpoint_part(store, tmp_path):
+    ck = checkpoint_frame(open_store_for_reading(str(tmp_path / "ck.db")))
+    assert len(ck) == 9 and ck["point_key"].is_monotonic_increasing
+    torch = ck[ck["layout"] == "torch"].iloc[0]
+    assert torch["restore"] == "none" and np.isnan(torch["read_bandwidth_mib_s"])  # no restore: no read metrics
+    assert torch["write_bandwidth_mib_s"] == 50.0 and torch["files"] == 3  # fpp: a file per rank + metadata
+    assert (ck["shard_bytes"] == 32 * MIB).all() and (ck["applied_stripe_size"] == MIB).all()
+    assert set(ck["label"]) == {"llama3_8b/shared 1N-2P-1OST layout=dcp restore=all",
+                                "llama3_8b/shared 1N-2P-4OST layout=dcp restore=all",
+                                "llama3_8b/fpp 1N-2P-1OST layout=dcp restore=all",
+                                "llama3_8b/fpp 1N-2P-4OST layout=dcp restore=all",
+                                "llama3_8b/fpp 1N-2P-1OST layout=torch restore=none"}
+
+
+def test_where_keeps_checkpoint_points_by_their_columns_and_none_by_trains(store, tmp_path):
+    reader = open_store_for_reading(str(tmp_path / "ck.db"))
+    assert len(checkpoint_frame(reader, "access == 'fpp' and stripe_count > 1")) == 2
+    assert len(checkpoint_frame(reader, "write_bandwidth_mib_s > 300")) == 4
+    assert checkpoint_frame(reader, "format == 'hdf5'").empty  # a train column chooses train points
+
+
+def test_configurations_pool_repetitions_and_the_figure_frames_follow_them():
+    ck = pd.DataFrame({
+        "config_key": ["a", "a", "b", "c"], "label": ["m/shared 1N-2P-1OST", "m/shared 1N-2P-1OST",
+                                                      "m/shared 1N-2P-4OST", "m/fpp 1N-2P-4OST"],
+        "name": "m", "layout": "dcp", "access": ["shared", "shared", "shared", "fpp"], "nodes": 1, "ppn": 2,
+        "ranks": 2, "stripe_count": [1, 1, 4, 4], "stripe_size": MIB, "applied_stripe_size": float(MIB),
+        "size": 0, "transfer_size": MIB, "count": 1, "restore": "all", "fs_type": "lustre",
+        "striping_applicable": [True, True, True, False],
+        "write_bandwidth_mib_s": [100.0, 200.0, 400.0, 50.0], "read_bandwidth_mib_s": [10.0, 10.0, 20.0, 5.0]})
+    cfg = checkpoint_configs(ck, ["write_bandwidth_mib_s", "read_bandwidth_mib_s"])
+    assert cfg["label"].tolist() == ["m/shared 1N-2P-1OST", "m/fpp 1N-2P-4OST", "m/shared 1N-2P-4OST"]
+    assert cfg["n"].tolist() == [2, 1, 1] and cfg["write_bandwidth_mib_s_mean"].tolist() == [150.0, 50.0, 400.0]
+    assert cfg["write_bandwidth_mib_s_std"].iloc[0] == pytest.approx(70.7107, rel=1e-4)
+    bars = bars_frame(cfg)
+    assert bars[["x", "series"]].values.tolist() == [["1N-2P-1OST", "shared dcp"], ["1N-2P-4OST", "fpp dcp"],
+                                                     ["1N-2P-4OST", "shared dcp"]]
+    expected = pd.DataFrame({"access": ["shared", "shared"], "nodes": [1, 1], "series": ["dcp", "dcp"],
+                             "stripe_count": [1, 4], "mean": [150.0, 400.0],
+                             "std": [ck["write_bandwidth_mib_s"][:2].std(), np.nan], "n": [2, 1]})
+    # the fpp configuration's stripe count was not applied: no point of the stripe curve
+    assert_frame_equal(stripe_frame(cfg, "write_bandwidth_mib_s"), expected, check_dtype=False)
+
+
+def _summary(db: str, capsys: pytest.CaptureFixture[str], *fmt: str) -> str:
+    assert analysis_main(["summary", "--db", db, *fmt]) == 0
+    return capsys.readouterr().out
+
+
+def test_summary_shows_checkpoint_points_in_their_own_table(tmp_path, capsys):
+    db = str(tmp_path / "r.db")
+    st = Store(db)
+    add_train(st, [dict(bandwidth=100.0, repeat=0), dict(bandwidth=110.0, repeat=1)])
+    before = _summary(db, capsys)
+    before_csv = _summary(db, capsys, "--format", "csv")
+    add_checkpoints(st, GRID)
+    out = _summary(db, capsys)
+    assert out.startswith(before)  # train's table first, as it was
+    table = out[len(before):]
+    head = next(line for line in table.splitlines() if line.lstrip().startswith("status"))
+    assert head.split() == ["status", "label", "repeat", "bytes_written", "write_bandwidth_mib_s", "bytes_read",
+                            "read_bandwidth_mib_s", "fsync_time_s", "error"]
+    assert "llama3_8b/fpp 1N-2P-4OST layout=dcp restore=all" in table and "9 checkpoint points: 9 completed" in table
+    row = next(line for line in table.splitlines() if "layout=torch" in line).split()
+    assert row[-4:-1] == ["50", "-", "-"]  # no restore: no bytes read, no restore bandwidth
+    csv = pd.read_csv(__import__("io").StringIO(_summary(db, capsys, "--format", "csv")))
+    assert set(csv.columns) - set(before_csv.splitlines()[0].split(",")) == {
+        "kind", "bytes_written", "write_bandwidth_mib_s", "read_bandwidth_mib_s", "fsync_time_s"}
+    ckrows = csv[csv["kind"] == "checkpoint"]
+    assert len(ckrows) == 9 and ckrows["format"].isna().all() and ckrows["validity"].isna().all()
+    assert (ckrows["bytes_written"] == 64 * MIB).all()
+    records = json.loads(_summary(db, capsys, "--format", "json"))
+    assert sum(r["kind"] == "checkpoint" for r in records) == 9
+
+
+def test_summary_of_checkpoint_points_alone(store, tmp_path, capsys):
+    out = _summary(str(tmp_path / "ck.db"), capsys)
+    assert out.startswith("checkpoint points (kind=checkpoint") and "points: " not in out.split("\n")[0]
+
+
+def test_trains_analyses_leave_checkpoint_points_out(tmp_path):
+    db = str(tmp_path / "r.db")
+    st = Store(db)
+    add_train(st, [dict(bandwidth=100.0, repeat=0)])
+    add_checkpoints(st, GRID[:2])
+    reader = open_store_for_reading(db)
+    for analysis in ("figures", "guidelines", "diagnose"):
+        assert len(analysis_frame(reader, analysis=analysis)) == 1, analysis
