@@ -44,6 +44,9 @@ SHORT = {
 }
 #: knobs the head of a label already shows (kind, format/access, nodes, ranks, the stripe count: :func:`paper_label`)
 HEAD = ("kind", "format", "access", "nodes", "ppn", "stripe_count")
+#: a checkpoint's options a label leaves to its preset's name (the model's shape; ``name`` is in the head)
+CHECKPOINT_SHAPE = frozenset({"name", "num_layers", "hidden_size", "ffn_hidden_size", "vocab_size",
+                              "num_attention_heads", "num_kv_heads", "model_datatype", "optimizer_datatype"})
 #: label order of the other knobs (unlisted ones follow, sorted)
 ORDER = ("workload_name", "format_options", "sample_shape", "sample_size", "sample_size_stdev", "samples",
          "samples_per_file", "stripe_size", "reader", "read_threads", "prefetch", "batch_size", "epochs", "shuffle",
@@ -110,8 +113,11 @@ def _human_bytes(n: float) -> str:
 
 
 def _value_text(key: str, v: Any) -> str:
-    if key in ("sample_size", "sample_size_stdev", "stripe_size", "flush_size") and isinstance(v, int | float):
-        return "default" if key == "stripe_size" and v == 0 else _human_bytes(v)
+    if key in ("sample_size", "sample_size_stdev", "stripe_size", "flush_size", "size", "transfer_size") and \
+            isinstance(v, int | float):
+        if v == 0 and key in ("stripe_size", "size"):
+            return "default" if key == "stripe_size" else "model"  # a checkpoint of the model's own size
+        return _human_bytes(v)
     if key in ("compute_time", "compute_time_stdev") and isinstance(v, int | float):
         return f"{v:g}s"
     if key == "sample_shape" and isinstance(v, list | tuple):
@@ -132,6 +138,11 @@ def knobs(config: Mapping[str, Any], without: Iterable[str] = ()) -> dict[str, s
     out: dict[str, str] = {}
     for k, v in params.items():
         if k in HEAD:
+            continue
+        if k == "checkpoint" and isinstance(v, Mapping):  # its options; the model's shape is the preset's name
+            for sub, x in sorted(v.items()):
+                if sub not in CHECKPOINT_SHAPE:
+                    out[f"checkpoint.{sub}"] = f"{sub}={_value_text(sub, x)}"
             continue
         if k in ("format_options", "cluster") and isinstance(v, Mapping):
             for sub, x in sorted(v.items()):
@@ -162,7 +173,10 @@ def paper_label(config: Mapping[str, Any]) -> str:
     the point's workload kind where it names one (a stored point names its kind only away from ``train``)."""
     nodes, ppn = int(config.get("nodes", 1)), int(config.get("ppn", 1))
     stripe = layout_words(int(config.get("stripe_count", 1)), config.get("fs_type"), named=True)
-    head = f"{config.get('format', '?')}/{config.get('access', '?')} {nodes}N-{nodes * ppn}P-{stripe}"
+    what = config.get("format", "?")
+    if isinstance(config.get("checkpoint"), Mapping) and config["checkpoint"]:  # a checkpoint: its preset's name
+        what = config["checkpoint"].get("name", "custom")
+    head = f"{what}/{config.get('access', '?')} {nodes}N-{nodes * ppn}P-{stripe}"
     return f"{config['kind']} {head}" if config.get("kind") else head
 
 

@@ -26,6 +26,7 @@ LOADERS: LazyRegistry = LazyRegistry({
 #: kind name -> its :class:`~experiments.kinds.base.WorkloadKind` (what a point measures, and how)
 KINDS: LazyRegistry = LazyRegistry({
     "train": "experiments.kinds.train:TrainKind",
+    "checkpoint": "experiments.kinds.checkpoint:CheckpointKind",
 }, group="ddlio.kinds")
 
 #: the analyses of the store's points a kind's :attr:`~experiments.kinds.base.WorkloadKind.analyses` may name: the
@@ -33,7 +34,11 @@ KINDS: LazyRegistry = LazyRegistry({
 ANALYSES = ("figures", "guidelines", "diagnose")
 #: a built-in kind's analyses (None: all of them), read without importing the kind (a plug-in's are its class's
 #: ``analyses``); tests/test_kind_seam.py holds each to its class
-KIND_ANALYSES: dict[str, frozenset[str] | None] = {"train": None}
+KIND_ANALYSES: dict[str, frozenset[str] | None] = {"train": None, "checkpoint": frozenset()}
+#: a built-in kind's own conf group (its options, ``checkpoint.*``), and the check validation runs on them (read
+#: without importing the kind: :func:`experiments.kinds.checkpoint.plan.check_options`)
+KIND_GROUPS: dict[str, str] = {"checkpoint": "checkpoint"}
+KIND_CHECKS: LazyRegistry = LazyRegistry({"checkpoint": "experiments.kinds.checkpoint.plan:check_options"})
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,20 @@ class StorageIO:
             view = view[os.write(handle, view):]
         return total
 
+    def open_shared(self, path: str | os.PathLike, mode: int = 0o644) -> Any:
+        """A handle for writing ``path`` at offsets (:meth:`write_at`), created where it is missing and never
+        truncated: every rank of an N-1 write opens the one file so."""
+        return os.open(path, os.O_WRONLY | os.O_CREAT, mode)
+
+    def write_at(self, handle: Any, data: Any, offset: int) -> int:
+        """Write all of ``data`` (bytes-like) at ``offset`` (bytes) without moving the handle's position; the bytes
+        the write calls returned, summed (``len(data)``)."""
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):
+            done += os.pwrite(handle, view[done:], offset + done)
+        return done
+
     def sync(self, handle: Any) -> None:
         """Make what was written through ``handle`` durable (fsync)."""
         os.fsync(handle)

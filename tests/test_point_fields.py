@@ -62,7 +62,7 @@ NOT_IN_POINT = {
 #: the store's columns filled from the stored form's derived keys, or worked out by the store (None)
 DERIVED_COLUMNS = {"ranks": "ranks", "num_files": "num_files", "dataset_key": "dataset_key", "label": None}
 #: the groups of DdlioConf: each composed from conf/<group>/
-GROUPS = ("format", "access", "workload", "cluster")
+GROUPS = ("format", "access", "workload", "cluster", "checkpoint")
 
 
 def _names(cls: type) -> list[str]:
@@ -107,8 +107,8 @@ def test_the_confs_hold_every_configured_field():
     for name in _names(DdlioConf):
         if name == "format":
             conf |= {"format.name", "format.*"}
-        elif name == "cluster":
-            conf.add("cluster.*")
+        elif name in ("cluster", "checkpoint"):  # the kind's options: one field, a dict, as the cluster's
+            conf.add(f"{name}.*")
         elif name in GROUPS:
             group = {"access": AccessConf, "workload": WorkloadConf}[name]
             conf |= {f"{name}.{f}" for f in _names(group)}
@@ -130,7 +130,8 @@ def test_the_stored_form_holds_every_field_under_its_key():
     stored = {(f"{part}.{name}" if part else name): key for key, part, name in STORED_FORM}
     assert stored == {spec: key for spec, _, key, _ in FIELDS}
     assert not set(DERIVED_KEYS) & set(stored.values())
-    defaults = {f.name: f.default for spec in (WorkloadSpec, LayoutSpec, PointSpec) for f in dataclasses.fields(spec)}
+    defaults = {f.name: f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+                for spec in (WorkloadSpec, LayoutSpec, PointSpec) for f in dataclasses.fields(spec)}
     assert all(defaults[k] == v for k, v in KEYLESS_DEFAULTS.items()), "a keyless default is not the spec's"
 
 
@@ -261,7 +262,7 @@ def test_the_keys_hold_what_the_table_says(tmp_path):
     for cache in ("cold", "storage_cold"):
         w = dataclasses.replace(base.workload, cache=cache, settle=True, persistent_workers=True, pin_memory=True,
                                 start_method="spawn")
-        p = dataclasses.replace(base, layout=layout, workload=w, kind="another")
+        p = dataclasses.replace(base, layout=layout, workload=w, kind="another", checkpoint={"name": "a kind's own"})
         dataset |= set(dataset_params(p))
         measurement |= set(measurement_params(p))
     assert dataset - {"num_files"} == {f.dataset for f in TABLE if f.dataset}
@@ -288,4 +289,4 @@ def test_help_lists_every_knob_and_the_kinds():
     for f in TABLE:
         if f.knob is not None:
             assert f"\n  {f.knob} = " in out, f.knob
-    assert "choices: train" in out
+    assert "choices: checkpoint, train" in out

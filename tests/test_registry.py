@@ -35,7 +35,7 @@ def test_an_entry_point_of_the_group_is_a_name_of_the_registry(tmp_path):
         assert "train" in KINDS and "standin" in KINDS and "nosuch" not in KINDS
         print(sorted(KINDS), KINDS["standin"].answer, KINDS.path("standin"))
     """), path)
-    assert out.split("\n")[0] == "['standin', 'train'] 42 standin_mod:Thing"
+    assert out.split("\n")[0] == "['checkpoint', 'standin', 'train'] 42 standin_mod:Thing"
 
 
 def test_a_built_in_name_never_reads_the_installed_distributions(tmp_path):

@@ -44,7 +44,8 @@ def _label(p: dict[str, Any]) -> str:
     backend of its file system (:func:`ddlio.identity.layout_words`), after its kind's name when it has one (a
     point's stored form names its kind only away from train)."""
     stripe = layout_words(p["stripe_count"], p.get("fs_type"))
-    label = f"{p['format']}/{p['access']} {p['nodes']}N-{p['ranks']}P-{stripe}"
+    what = (p.get("checkpoint") or {}).get("name", "custom") if p.get("checkpoint") else p["format"]  # a checkpoint's
+    label = f"{what}/{p['access']} {p['nodes']}N-{p['ranks']}P-{stripe}"  # preset where a dataset has its format
     return f"{p['kind']} {label}" if p.get("kind") else label
 
 

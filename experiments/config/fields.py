@@ -73,7 +73,7 @@ class Field:
     def knob(self) -> str | None:
         """What the command line sets: ``format=hdf5``, ``access=fpp``, ``workload.epochs=3``, ``cluster=slurm``
         (None: not configured, worked out while validating; ``format.*``: the format's options)."""
-        if self.conf in ("format.name", "access.name", "cluster.*"):
+        if self.conf in ("format.name", "access.name", "cluster.*", "checkpoint.*"):
             return self.conf.split(".")[0]
         return None if self.conf == "format.*" else self.conf
 
@@ -225,6 +225,13 @@ FIELDS: tuple[Field, ...] = (
        "what a point measures: `train`, a training loop reading its dataset every epoch (the workload kinds, "
        "plug-ins included, are `experiments.registry.KINDS`). In the point key only away from `train`",
        keyless="train", measurement=("kind",)),
+    _f("checkpoint", "checkpoint", "checkpoint.*", "dict[str, Any]", {}, None, MISSING,
+       "`kind=checkpoint`'s preset (`llama3_8b`, `llama3_70b`, `llama3_405b`, `llama3_1t`: the model's dimensions "
+       "and its tensor, pipeline and ZeRO parallelism) and options: `checkpoint.size` (the whole checkpoint's bytes; "
+       "0 = the model's own), `checkpoint.layout` (`dcp` or `torch`, the files of `access=fpp`), "
+       "`checkpoint.transfer_size`, `checkpoint.count`, `checkpoint.restore` (`all`, `none`), `checkpoint.read_shift` "
+       "(see [checkpoint.md](checkpoint.md)). In the point key only with `kind=checkpoint`",
+       keyless={}, measurement=("checkpoint",), shown="`llama3_8b`"),
     # not fields of a point: how a sweep runs
     _f(None, None, "db_url_file", "", None, "str", "",
        "a file (`chmod 600`) holding the store's URL with its password; replaces `db`", shown="(unset)"),

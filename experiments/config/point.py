@@ -128,6 +128,7 @@ def measurement_params(point: PointSpec) -> dict[str, Any]:
         "reader": point.reader,
         # added later: present only away from train, the kind every earlier point measured
         **({"kind": point.kind} if point.kind != KEYLESS_DEFAULTS["kind"] else {}),
+        **({"checkpoint": point.checkpoint} if point.checkpoint else {}),
         # added later (reader=torch's DataLoader knobs): present only away from their defaults
         **{k: getattr(w, k) for k in ("persistent_workers", "pin_memory", "start_method")
            if getattr(w, k) != KEYLESS_DEFAULTS[k]},
@@ -372,6 +373,8 @@ class PointSpec:
     reader: str = "native"
     # the workload kind: what the point measures (experiments.registry.KINDS)
     kind: str = "train"
+    # the kind's own options (kind=checkpoint: checkpoint.*, sizes in bytes); {} for train
+    checkpoint: dict[str, Any] = field(default_factory=dict)
 
     # ----------------------------------------------------------------------------------------- derived
     @property
@@ -392,7 +395,8 @@ class PointSpec:
         """The paper's configuration label, e.g. ``hdf5/shared 1N-4P-1OST`` (the layout's part in the words of the
         storage backend of its file system: :func:`lustre.describe`)."""
         layout = describe(Layout(stripe_count=self.layout.stripe_count), self.layout.fs_type)
-        return f"{self.format.name}/{self.layout.access} {self.nodes}N-{self.ranks}P-{layout}"
+        what = self.checkpoint.get("name", "custom") if self.checkpoint else self.format.name  # a checkpoint's preset
+        return f"{what}/{self.layout.access} {self.nodes}N-{self.ranks}P-{layout}"
 
     def planned_bytes(self) -> int:
         """Approximate dataset size on disk in bytes (payload only), for the free-space check."""

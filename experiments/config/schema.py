@@ -120,6 +120,52 @@ class WorkloadConf:
 
 
 @dataclass
+class CheckpointConf:
+    """``kind=checkpoint``'s options (conf/checkpoint/: a preset per model, MLPerf Storage's). The model's
+    dimensions and its parallelism decide each rank's shard (experiments/kinds/checkpoint/shards.py); the rest how
+    the checkpoint is written and read back (docs/checkpoint.md)."""
+
+    # the preset's name (conf/checkpoint/<name>.yaml)
+    name: str = "custom"
+    # transformer layers
+    num_layers: int = MISSING
+    # model width (elements)
+    hidden_size: int = MISSING
+    # MLP inner width (elements)
+    ffn_hidden_size: int = MISSING
+    # tokens in the embedding and the output layer
+    vocab_size: int = MISSING
+    # query heads
+    num_attention_heads: int = MISSING
+    # key/value heads (grouped-query attention)
+    num_kv_heads: int = MISSING
+    # datatype of the model's parameters (fp16, bf16, fp32, ...)
+    model_datatype: str = "fp16"
+    # datatype of the optimizer's states
+    optimizer_datatype: str = "fp32"
+    # tensor-parallel degree
+    tensor: int = 1
+    # pipeline-parallel degree (the data-parallel degree is the ranks over tensor x pipeline)
+    pipeline: int = 1
+    # DeepSpeed ZeRO stage, 0 to 3
+    zero_stage: int = 0
+    # the whole checkpoint's bytes, split over the ranks as the parallelism splits the model's (1GiB); 0 = the
+    # model's own size
+    size: str = "0"
+    # access=fpp's files: dcp (torch.distributed.checkpoint: a file per rank and rank 0's .metadata) or torch (one
+    # torch.save file per rank)
+    layout: str = "dcp"
+    # bytes of each write and read call
+    transfer_size: str = "4MiB"
+    # checkpoints written in a row, each in a fresh directory
+    count: int = 1
+    # all: read every checkpoint back after emptying the caches; none: write only
+    restore: str = "all"
+    # rank r restores rank r+read_shift's shard (the failover case; ppn to read another node's)
+    read_shift: int = 0
+
+
+@dataclass
 class ClusterConf:
     """What every executor takes (as the submitit launcher's ``BaseQueueConf``): ``cluster=local`` is this conf, and
     each executor's own conf inherits it (``SlurmClusterConf``), so a key of another executor is refused while
@@ -173,6 +219,12 @@ class DdlioConf:
     # shared: all ranks read the same file(s); fpp: file per process, each rank reads only its own files
     access: AccessConf = MISSING
     workload: WorkloadConf = MISSING
+    # kind=checkpoint's preset (llama3_8b, llama3_70b, llama3_405b, llama3_1t: the model's dimensions and its tensor,
+    # pipeline and ZeRO parallelism) and options: checkpoint.size (the whole checkpoint's bytes; 0 = the model's own),
+    # checkpoint.layout (dcp or torch, the files of access=fpp), checkpoint.transfer_size, checkpoint.count,
+    # checkpoint.restore (all, none), checkpoint.read_shift (see checkpoint.md). In the point key only with
+    # kind=checkpoint
+    checkpoint: CheckpointConf = MISSING
     # local: submitit's local executor, or slurm (slurm.md); cluster.launch is the MPI launch line (mpiexec -n {ranks}),
     # cluster.timeout_min the limit per point, cluster.hang_timeout_s how long a rank waits at a barrier before the step
     # is aborted, and how long an MPI step may take to get all its ranks through MPI start-up (a step that has not is
@@ -246,5 +298,6 @@ def register_configs() -> None:
         cs.store(group="schema/format", name=name, node=node)
     cs.store(group="schema", name="access", node=AccessConf)
     cs.store(group="schema", name="workload", node=WorkloadConf)
+    cs.store(group="schema", name="checkpoint", node=CheckpointConf)
     cs.store(group="schema", name="cluster", node=ClusterConf)
     cs.store(group="schema", name="cluster_slurm", node=SlurmClusterConf)

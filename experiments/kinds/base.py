@@ -89,6 +89,10 @@ class WorkloadKind:
         ``points.label`` and :func:`ddlio.identity.paper_label` write it from the stored form)."""
         return f"{self.name} {spec.label}"
 
+    def describe(self, spec: PointSpec) -> str:
+        """What the point will do, in one line, for the dry run ("" by default: the step line says it)."""
+        return ""
+
     def run(self, ctx: JobContext) -> Measured:
         """The kind's job phases and the MPI program they run: the point's record and environment. Raises
         :class:`~ddlio.errors.DdlioError` for a measurement problem (the job stores it as the point's failure)."""

@@ -23,6 +23,7 @@ from ddlio.records import FailureRecord, Outcome, Record, ResultRecord, read_rec
 from ddlio.runpaths import RunPaths
 from experiments.config import PointSpec
 from experiments.executors import EXECUTORS, Executor, Harvest, Pending, Submitted, executor_for
+from experiments.registry import KINDS
 from experiments.run.claims import claim_alive
 from experiments.run.job import run_point
 from experiments.run.lifecycle import LIVE, Action, Event, Life, State, scheduler_event, stored_state
@@ -517,6 +518,10 @@ def dry_run(points: Sequence[PointSpec], echo: Callable[[str], None] = print, st
             echo(line)
         for spec in group:
             step = spec.cluster.launch.format(ranks=spec.ranks, nodes=spec.nodes, ppn=spec.ppn)
-            echo(f"  - {spec.label}  key {spec.point_key}  [{' '.join(spec.overrides) or 'defaults'}]")
+            label = spec.label if spec.kind == "train" else f"{spec.kind} {spec.label}"
+            echo(f"  - {label}  key {spec.point_key}  [{' '.join(spec.overrides) or 'defaults'}]")
+            if spec.kind != "train":  # another workload kind: what it will do, in its own words
+                echo(f"      {spec.kind}: {KINDS[spec.kind]().describe(spec) or step}")
+                continue
             kernel = RunPaths.of(spec.data_root, spec.point_key, store_id).kernel_spec
             echo(f"      kernel: {step} python -m experiments.kernel {kernel}")

@@ -56,7 +56,9 @@ def result_line(record: ResultRecord) -> str:
     """``812.3 MiB/s, 6498 IOPS, cache cold (verified)``: a measured point's totals, the cache said as the point
     asked for it (``storage_cold``) and why it is ``unknown`` when it is."""
     t, point = record.totals, record.point
-    if "bandwidth_mib_s" not in t:  # a workload kind beyond train: its metrics (kinds.base.WorkloadKind.record)
+    if "bandwidth_mib_s" not in t:  # a workload kind beyond train: its line, else its metrics (WorkloadKind.record)
+        if record.fields.get("line"):
+            return str(record.fields["line"])
         return ", ".join(f"{m['name']} {m['value']:.4g}{' ' + m['unit'] if m.get('unit') else ''}"
                          for m in record.fields.get("metrics") or ()) or "measured"
     notes = [e.get("cache_note") for e in record.fields.get("epochs", []) if isinstance(e, dict)]

@@ -32,6 +32,7 @@ from experiments.config.validate.cluster import (
 from experiments.config.validate.compute import check_compute, check_fits
 from experiments.config.validate.format import check_format
 from experiments.config.validate.keys import check_keys, missing_keys
+from experiments.config.validate.kind import check_kind_options
 from experiments.config.validate.layout import check_access, check_file_system, check_striping
 from experiments.config.validate.paths import check_data_root, check_db, check_writable_dir
 from experiments.config.validate.run import check_run, tf_available
@@ -80,12 +81,16 @@ def point_fields(cfg: dict[str, Any], cwd: str | os.PathLike | None = None,
     data_root = check_data_root(problems, cfg, base)
     db = check_db(problems, cfg, base)
     fs = check_file_system(problems, data_root, sizes["samples"], sizes["sample_size"], striping)
+    options = check_kind_options(problems, cfg, run["kind"], access, resources["nodes"], resources["ppn"],
+                                 None if any(p.startswith("data_root") for p in problems) else data_root,
+                                 run["seed"], executor, overrides)
     if problems:
         raise ConfigError(problems)
     cluster = dict(with_defaults(cfg["cluster"]), executor=executor)
     top = {**resources, **run, "cluster": cluster, "data_root": str(data_root),
            "db": mask(db),  # the password stays in the driver (sweep.py opens the store with driver_db)
-           "force": bool(cfg.get("force", False)), "overrides": tuple(mask(o) for o in overrides)}
+           "force": bool(cfg.get("force", False)), "overrides": tuple(mask(o) for o in overrides),
+           "checkpoint": options}
     return {"format": fmt, "layout": {"access": access, **striping, **fs}, "workload": workload, "": top}
 
 

@@ -13,7 +13,15 @@ import difflib
 from dataclasses import fields
 from typing import Any
 
-from experiments.config.schema import FORMAT_SCHEMAS, AccessConf, ClusterConf, DdlioConf, SlurmClusterConf, WorkloadConf
+from experiments.config.schema import (
+    FORMAT_SCHEMAS,
+    AccessConf,
+    CheckpointConf,
+    ClusterConf,
+    DdlioConf,
+    SlurmClusterConf,
+    WorkloadConf,
+)
 
 
 def _names(conf: type) -> list[str]:
@@ -24,7 +32,8 @@ def _names(conf: type) -> list[str]:
 OPEN_MAPS = ("cluster.env", "cluster.sbatch")
 #: the schema of each config group (the format's is chosen by its name): every key it may hold (a local cluster's
 #: Slurm keys at their defaults, as stored points hold them)
-GROUPS: dict[str, type] = {"access": AccessConf, "workload": WorkloadConf, "cluster": SlurmClusterConf}
+GROUPS: dict[str, type] = {"access": AccessConf, "workload": WorkloadConf, "cluster": SlurmClusterConf,
+                           "checkpoint": CheckpointConf}
 #: the keys each group must have (a cluster: what every executor takes; the rest take their defaults)
 REQUIRED: dict[str, type] = {**GROUPS, "cluster": ClusterConf}
 #: the keys only ``cluster=slurm`` has

@@ -1,0 +1,315 @@
+"""The checkpoint kind's MPI program, one process per rank: ``python -m experiments.kinds.checkpoint.step SPEC.json``.
+
+Every rank holds its shard in memory (a trainer's state is in memory when it saves it) and, for each of the plan's
+checkpoints, fills it with that checkpoint's bytes (untimed: a training step changes the state), then all ranks
+save at the same instant (a barrier): create or open its file, write the shard in calls of ``transfer_size``
+bytes at its offset, ``fsync``, close; with an index (dcp, shared) rank 0 writes ``.metadata`` once every rank's
+data is written, and the save ends on every rank when it is (DCP's finish step). Bytes are counted from what the
+write calls returned; each call is timed, and the open, close and fsync apart.
+
+After the last save every node leader empties the page cache of every checkpoint file (and a client's own cache,
+ceph-fuse's) and measures what stayed resident (mincore), as for datasets. Then each checkpoint is restored: rank 0
+reads the index (dcp, shared) and hands it on, and rank ``r`` reads rank ``r + read_shift``'s shard into its memory
+in calls of ``transfer_size`` bytes. The restored bytes are compared with what was written after the timed phase.
+
+Rank 0 writes the result (JSON) the kind (:mod:`experiments.kinds.checkpoint`) stores: per checkpoint, the bytes,
+the slowest rank's time in its calls (Darshan's view), the largest per-rank duration (MLPerf's), fsync and
+metadata time, latency histograms and the /proc counters' deltas.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ddlio.errors import KernelError
+from ddlio.metrics import histogram
+from ddlio.mpistep import announce_started, last_words
+from ddlio.plain import write_json_atomic
+from experiments.kinds.checkpoint.plan import METADATA, CheckpointPlan
+from lustre.io import StorageIO
+from lustre.registry import io_for
+
+_ns = time.perf_counter_ns
+#: bytes filled per call of the bit generator (bounds the temporary it allocates)
+FILL_CHUNK = 64 << 20
+
+
+def fill(buf: np.ndarray, seed: int, k: int, shard: int) -> None:
+    """Fill ``buf`` (uint8) with checkpoint ``k``'s bytes of ``shard``: random (incompressible), deterministic in
+    (seed, k, shard), so a restore can be checked against them without keeping a copy."""
+    bits = np.random.PCG64([seed, k, shard])
+    n = len(buf)
+    for start in range(0, n, FILL_CHUNK):
+        part = buf[start:start + FILL_CHUNK]
+        words = len(part) // 8
+        if words:
+            part[:words * 8].view(np.uint64)[:] = bits.random_raw(words)
+        tail = len(part) - words * 8
+        if tail:
+            part[words * 8:] = np.frombuffer(bits.random_raw(1).tobytes()[:tail], dtype=np.uint8)
+
+
+class Counter:
+    """This process's /proc I/O counters (``wchar``, ``write_bytes``, ``rchar``, ``read_bytes``: bytes) through the
+    storage's I/O seam."""
+
+    FIELDS = (b"wchar", b"write_bytes", b"rchar", b"read_bytes")
+
+    def __init__(self, io: StorageIO) -> None:
+        self.io = io
+        try:
+            self.handle: Any = io.open_counter("/proc/self/io")
+        except OSError:
+            self.handle = None
+
+    def now(self) -> dict[str, int] | None:
+        if self.handle is None:
+            return None
+        out = {}
+        for line in self.io.read_counter(self.handle).splitlines():
+            name, _, value = line.partition(b":")
+            if name in self.FIELDS:
+                out[name.decode()] = int(value)
+        return out
+
+
+class Phase:
+    """One rank's calls in one save or restore: bytes the data calls returned, their latencies (ns), and the time
+    in open/create/close (``meta_ns``), fsync (``fsync_ns``) and data calls (``data_ns``)."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.lat: list[int] = []
+        self.meta_ns = 0
+        self.fsync_ns = 0
+        self.data_ns = 0
+        self.files = 0
+
+    def timed_meta(self, fn: Any, *args: Any) -> Any:
+        t = _ns()
+        out = fn(*args)
+        self.meta_ns += _ns() - t
+        return out
+
+    def figures(self, duration_ns: int, counters: tuple[dict[str, int] | None, dict[str, int] | None]
+                ) -> dict[str, Any]:
+        """The rank's figures (seconds, bytes, the latency histogram)."""
+        before, after = counters
+        delta = {k: after[k] - before[k] for k in after} if before and after else {}
+        io_ns = self.meta_ns + self.fsync_ns + self.data_ns
+        return {"bytes": self.bytes, "calls": len(self.lat), "io_s": io_ns / 1e9,
+                "meta_s": self.meta_ns / 1e9, "fsync_s": self.fsync_ns / 1e9, "data_s": self.data_ns / 1e9,
+                "duration_s": duration_ns / 1e9, "files": self.files,
+                "hist": histogram(np.asarray(self.lat, dtype=np.int64)).tolist() if self.lat else [],
+                "proc": delta}
+
+
+def _write_file(io: StorageIO, phase: Phase, path: Path, data: np.ndarray, offset: int, transfer: int,
+                shared: bool) -> None:
+    fd = phase.timed_meta(io.open_shared if shared else io.create, path)
+    phase.files += 1
+    try:
+        for at in range(0, len(data), transfer):
+            t = _ns()
+            phase.bytes += io.write_at(fd, data[at:at + transfer], offset + at)
+            dt = _ns() - t
+            phase.lat.append(dt)
+            phase.data_ns += dt
+        t = _ns()
+        io.sync(fd)
+        phase.fsync_ns += _ns() - t
+    finally:
+        phase.timed_meta(io.close, fd)
+
+
+def save(comm: Any, io: StorageIO, plan: CheckpointPlan, k: int, buf: np.ndarray, counter: Counter
+         ) -> dict[str, Any]:
+    """Checkpoint ``k`` by this rank, timed from a barrier all ranks leave together: its figures."""
+    rank = comm.rank
+    d = plan.directory(k)
+    mine = buf[:plan.shard_bytes[rank]]
+    phase = Phase()
+    c0 = counter.now()
+    comm.Barrier()
+    t0 = _ns()
+    _write_file(io, phase, d / plan.data_file(rank), mine, plan.offset(rank), plan.transfer_size,
+                plan.access == "shared")
+    if plan.indexed:  # the coordinator writes the index once every rank's data is written (DCP's finish step)
+        comm.gather(phase.bytes, root=0)
+        if rank == 0:
+            index = np.frombuffer(plan.index(), dtype=np.uint8)
+            _write_file(io, phase, d / METADATA, index, 0, plan.transfer_size, False)
+        comm.bcast(None, root=0)
+    end = _ns()
+    return phase.figures(end - t0, (c0, counter.now()))
+
+
+def restore(comm: Any, io: StorageIO, plan: CheckpointPlan, k: int, buf: np.ndarray, counter: Counter
+            ) -> dict[str, Any]:
+    """Restore checkpoint ``k`` on this rank (rank ``r`` reads the shard of ``plan.source(r)``), timed from a
+    barrier: its figures."""
+    rank, src = comm.rank, plan.source(comm.rank)
+    d = plan.directory(k)
+    want = plan.shard_bytes[src]
+    phase = Phase()
+    c0 = counter.now()
+    comm.Barrier()
+    t0 = _ns()
+    if plan.indexed:
+        index = _read_index(io, phase, d / METADATA, plan.transfer_size) if rank == 0 else None
+        index = comm.bcast(index, root=0)
+        entry = index["shards"][src]
+        if entry["file"] != plan.data_file(src) or sum(p[2] for p in entry["pieces"]) != want:
+            raise KernelError(f"checkpoint {k}: its index does not describe shard {src} as written")
+    path = d / plan.data_file(src)
+    fd = phase.timed_meta(io.open, path)
+    phase.files += 1
+    try:
+        view = memoryview(buf)[:want]
+        base = plan.offset(src)
+        at = 0
+        while at < want:
+            t = _ns()
+            n = io.read_into(fd, view[at:at + plan.transfer_size], base + at)
+            dt = _ns() - t
+            phase.lat.append(dt)
+            phase.data_ns += dt
+            if n <= 0:
+                raise KernelError(f"checkpoint {k}: rank {rank} read {at} of the {want} bytes of shard {src} in "
+                                  f"{path}: the file ends before the shard does")
+            at += n
+            phase.bytes += n
+    finally:
+        phase.timed_meta(io.close, fd)
+    end = _ns()
+    return phase.figures(end - t0, (c0, counter.now()))
+
+
+def _read_index(io: StorageIO, phase: Phase, path: Path, transfer: int) -> dict[str, Any]:
+    fd = phase.timed_meta(io.open, path)
+    phase.files += 1
+    try:
+        size = io.size(fd)
+        raw = bytearray(size)
+        view, at = memoryview(raw), 0
+        while at < size:
+            t = _ns()
+            n = io.read_into(fd, view[at:at + transfer], at)
+            dt = _ns() - t
+            phase.lat.append(dt)
+            phase.data_ns += dt
+            if n <= 0:
+                raise KernelError(f"{path}: the index ends at {at} of its {size} bytes")
+            at += n
+            phase.bytes += n
+    finally:
+        phase.timed_meta(io.close, fd)
+    return json.loads(bytes(raw))
+
+
+def verify(plan: CheckpointPlan, k: int, src: int, buf: np.ndarray) -> None:
+    """Compare the restored shard in ``buf`` with the bytes checkpoint ``k`` wrote for it (regenerated a chunk at
+    a time, after the timed restore). Raises :class:`KernelError` at the first difference."""
+    want = plan.shard_bytes[src]
+    expect = np.empty(min(want, FILL_CHUNK), dtype=np.uint8)
+    bits = np.random.PCG64([plan.seed, k, src])
+    for start in range(0, want, FILL_CHUNK):
+        n = min(FILL_CHUNK, want - start)
+        words = n // 8
+        chunk = expect[:n]
+        if words:
+            chunk[:words * 8].view(np.uint64)[:] = bits.random_raw(words)
+        if n - words * 8:
+            chunk[words * 8:] = np.frombuffer(bits.random_raw(1).tobytes()[:n - words * 8], dtype=np.uint8)
+        got = buf[start:start + n]
+        if not np.array_equal(got, chunk):
+            at = start + int(np.argmax(got != chunk))
+            raise KernelError(f"checkpoint {k}: the shard of rank {src} read back differs from what was written, "
+                              f"first at byte {at} of {want}")
+
+
+def empty_caches(comm: Any, plan: CheckpointPlan) -> dict[str, Any]:
+    """On every node leader: empty the caches of every checkpoint's files and measure what stayed resident; the
+    worst node's report (``cache``: cold or unknown, ``resident``: 0..1, ``note``)."""
+    from mpi4py import MPI  # lazy: MPI starts up on import (only in an MPI step)
+
+    from experiments.kernel.cachepolicy import cache_state, prepare_cache  # lazy: only a point that restores
+
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    files = [plan.directory(k) / name for k in range(plan.count) for name in plan.files()]
+    report = prepare_cache("cold", 0, files, node.rank == 0)
+    reports = [r for r in comm.allgather(report) if r is not None]
+    label, _before, after, note = cache_state("cold", reports)
+    return {"cache": label, "resident": after, "note": note, "nodes": len(reports)}
+
+
+def run(comm: Any, plan: CheckpointPlan) -> dict[str, Any] | None:
+    """This rank's part of the point: the saves, the caches emptied, the restores; rank 0 returns every rank's
+    figures, the others None."""
+    rank = comm.rank
+    io = io_for(plan.root)
+    counter = Counter(io)
+    size = max(plan.shard_bytes[rank], plan.shard_bytes[plan.source(rank)] if plan.restore else 0)
+    buf = np.empty(max(1, size), dtype=np.uint8)
+    saves, restores = [], []
+    for k in range(plan.count):
+        fill(buf[:plan.shard_bytes[rank]], plan.seed, k, rank)
+        saves.append(save(comm, io, plan, k, buf, counter))
+    comm.Barrier()
+    written = time.time()
+    cache: dict[str, Any] = {}
+    read_start = None
+    if plan.restore:
+        cache = empty_caches(comm, plan)
+        for k in range(plan.count):
+            comm.Barrier()
+            read_start = read_start or time.time()
+            restores.append(restore(comm, io, plan, k, buf, counter))
+            verify(plan, k, plan.source(rank), buf)  # untimed, after the restore
+    everyone = comm.gather({"rank": rank, "host": socket.gethostname(), "saves": saves, "restores": restores},
+                           root=0)
+    if rank != 0:
+        return None
+    return {"ranks": everyone, "cache": cache, "written_unix": written,
+            "write_to_read_s": (read_start - written) if read_start else None}
+
+
+def main(argv: list[str]) -> int:
+    """``python -m experiments.kinds.checkpoint.step SPEC.json``: SPEC holds ``plan`` and ``result_path``."""
+    spec = json.loads(Path(argv[0]).read_text())
+    plan = CheckpointPlan.from_dict(spec["plan"])
+    from mpi4py import MPI  # lazy: MPI starts up on import (only in an MPI step)
+
+    comm = MPI.COMM_WORLD
+    announce_started(comm)
+    if comm.size != plan.ranks:
+        print(f"ddlio checkpoint: the plan is for {plan.ranks} ranks and {comm.size} started", file=sys.stderr)
+        return 3
+    try:
+        result = run(comm, plan)
+    except KernelError as e:
+        last_words(f"ddlio checkpoint rank {comm.rank}: {e}")
+        comm.Abort(3)
+        return 3
+    except Exception as e:
+        last_words(f"ddlio checkpoint rank {comm.rank} failed: {type(e).__name__}: {e}")
+        traceback.print_exc()
+        sys.stderr.flush()
+        comm.Abort(2)
+        return 2
+    if result is not None:
+        result["mpi_library"] = MPI.Get_library_version().strip().splitlines()[0]
+        write_json_atomic(spec["result_path"], result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
