@@ -115,3 +115,74 @@ def test_trains_analyses_leave_checkpoint_points_out(tmp_path):
     reader = open_store_for_reading(db)
     for analysis in ("figures", "guidelines", "diagnose"):
         assert len(analysis_frame(reader, analysis=analysis)) == 1, analysis
+
+
+# ------------------------------------------------------------------------------------------------------- guidelines
+def planted() -> list[dict]:
+    """Writes: fpp 1.5x shared, both growing with the stripe count (8 OSTs best, fpp 8OST separated); restores:
+    the same for fpp and shared at each stripe count (overlapping); three repetitions each."""
+    return [dict(write=100.0 * s * (1.5 if a == "fpp" else 1.0) + 3 * r, read=800.0 + 50 * s + r, access=a,
+                 stripe_count=s, repeat=r) for a in ("shared", "fpp") for s in (1, 4, 8) for r in (0, 1, 2)]
+
+
+def guide(tmp_path, rows: list[dict]) -> tuple[pd.DataFrame, list[str]]:
+    from analysis.guidelines.checkpoint import checkpoint_guidelines
+
+    checkpoint_store(tmp_path, rows)
+    return checkpoint_guidelines(checkpoint_frame(open_store_for_reading(str(tmp_path / "ck.db"))))
+
+
+def test_the_best_write_is_recommended_and_overlapping_restores_cannot_be_decided(tmp_path):
+    rows, notes = guide(tmp_path, planted())
+    write, restore = rows.set_index("phase").loc["write"], rows.set_index("phase").loc["restore"]
+    assert write["verdict"] == "recommend" and write["best"] == "fpp dcp 8OST" and write["best_stripe_count"] == 8
+    assert (write["best_access"], write["best_layout"], write["best_n"]) == ("fpp", "dcp", 3)
+    assert write["best_lo"] <= write["best_mean"] <= write["best_hi"] and write["gain_lo_pct"] > 40
+    assert write["runner_up"] == "shared dcp 8OST" and (write["nodes"], write["ppn"]) == (1, 2)
+    assert restore["verdict"] == "cannot decide" and restore["reason"].startswith("intervals overlap")
+    assert notes == []
+
+
+def test_stripe_counts_not_applied_are_pooled_never_recommended(tmp_path):
+    rows, _ = guide(tmp_path, [dict(write=100.0 + s + r, access="shared", stripe_count=s, repeat=r, lustre=False)
+                               for s in (1, 4) for r in (0, 1, 2)]
+                    + [dict(write=300.0 + r, access="fpp", stripe_count=s, repeat=r, lustre=False)
+                       for s in (1, 4) for r in (0, 1, 2)])
+    write = rows[rows["phase"] == "write"].iloc[0]
+    assert write["choices"] == 2 and write["best"] == "fpp dcp stripe not applied"  # each access: both counts pooled
+    assert write["best_n"] == 6 and pd.isna(write["best_stripe_count"]) and write["verdict"] == "recommend"
+    assert "stripe counts were not applied on ext4" in write["reason"]
+
+
+def test_one_repetition_or_one_choice_cannot_decide_and_cached_restores_are_left_out(tmp_path):
+    rows, notes = guide(tmp_path, [dict(write=100.0, stripe_count=1), dict(write=400.0, stripe_count=4),
+                                   dict(write=100.0, stripe_count=1, nodes=2, resident=0.9)])
+    by = {(r.phase, r.nodes): r for r in rows.itertuples()}
+    assert by[("write", 1)].verdict == "cannot decide" and "repetitions missing" in by[("write", 1)].reason
+    assert by[("write", 2)].reason == "only one choice measured (shared dcp 1OST)"
+    assert ("restore", 2) not in by and notes == [
+        "1 restore(s) left out: more than 10% of their files were in the page cache when the restore began, so "
+        "they read memory, not the file system"]
+
+
+def test_guidelines_command_with_checkpoint_points_alone_and_beside_train(tmp_path, capsys):
+    checkpoint_store(tmp_path, planted())
+    assert analysis_main(["guidelines", "--db", str(tmp_path / "ck.db")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# Guidelines\n\n## Checkpoints") and "| write | 1×2 | llama3_8b | **recommend** |" in out
+    db = str(tmp_path / "r.db")
+    st = Store(db)
+    add_train(st, [dict(bandwidth=100.0 * s + r, stripe_count=s, repeat=r) for s in (1, 4) for r in (0, 1)])
+    train_only = {}
+    for fmt in ("md", "json"):
+        assert analysis_main(["guidelines", "--db", db, "--format", fmt]) == 0
+        train_only[fmt] = capsys.readouterr().out
+        assert "heckpoint" not in train_only[fmt]  # no checkpoint point: train's output as it was
+    add_checkpoints(st, planted())
+    assert analysis_main(["guidelines", "--db", db]) == 0
+    both = capsys.readouterr().out
+    assert both.startswith(train_only["md"]) and "## Checkpoints" in both[len(train_only["md"]):]
+    assert analysis_main(["guidelines", "--db", db, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {k: v for k, v in doc.items() if k != "checkpoints"} == json.loads(train_only["json"])
+    assert {r["phase"] for r in doc["checkpoints"]["rows"]} == {"write", "restore"}

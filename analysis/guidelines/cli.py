@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
 import pandas as pd
 
 from analysis.below import excluded_note, holds_first_read, store_notes
+from analysis.checkpoint import checkpoint_frame
 from analysis.frames import METRICS
+from analysis.guidelines.checkpoint import checkpoint_guidelines, checkpoint_json, checkpoint_markdown
 from analysis.guidelines.compare import FORMAT_COLUMNS, LAYOUT_COLUMNS, Settings, compared
 from analysis.guidelines.formats import formats_of
 from analysis.guidelines.layouts import layouts_of
@@ -64,11 +67,30 @@ def main(args: argparse.Namespace) -> int:
     where = parse_where(args.where)
     store = open_store_for_reading(args.db)
     points = analysis_frame(store, where, "guidelines")
-    if points.empty:
+    ck = checkpoint_frame(store, where)
+    if points.empty and ck.empty:
         print("no completed points in the store (after --where): nothing to recommend", file=sys.stderr)
         return 1
-    lay, fmt, stmts = compute(points, st)
-    notes = below_notes(store, points)
-    sys.stdout.write(as_json(lay, fmt, stmts, st, notes) + "\n" if args.format == "json"
-                     else markdown(lay, fmt, stmts, st, notes))
+    text = ""
+    if len(points):
+        lay, fmt, stmts = compute(points, st)
+        notes = below_notes(store, points)
+        text = (as_json(lay, fmt, stmts, st, notes) if args.format == "json"
+                else markdown(lay, fmt, stmts, st, notes))
+    if len(ck):
+        text = with_checkpoints(text, ck, st, args.format)
+    sys.stdout.write(text + ("\n" if args.format == "json" else ""))
     return 0
+
+
+def with_checkpoints(text: str, ck: pd.DataFrame, st: Settings, fmt: str) -> str:
+    """The guidelines ``text`` (Markdown or JSON; "" when there is no train point) with the checkpoint guideline of
+    the checkpoint points ``ck`` (:mod:`analysis.guidelines.checkpoint`): a section after train's, or the JSON
+    document's ``checkpoints``."""
+    rows, notes = checkpoint_guidelines(ck, st)
+    if fmt == "json":
+        doc = json.loads(text) if text else {"confidence": st.confidence, "n_boot": st.n_boot, "seed": st.seed,
+                                              "min_repeats": st.min_repeats}
+        doc["checkpoints"] = checkpoint_json(rows, notes)
+        return json.dumps(doc, indent=1)
+    return text + ("\n" if text else "# Guidelines\n\n") + checkpoint_markdown(rows, notes, st)
