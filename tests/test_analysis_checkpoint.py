@@ -186,3 +186,72 @@ def test_guidelines_command_with_checkpoint_points_alone_and_beside_train(tmp_pa
     doc = json.loads(capsys.readouterr().out)
     assert {k: v for k, v in doc.items() if k != "checkpoints"} == json.loads(train_only["json"])
     assert {r["phase"] for r in doc["checkpoints"]["rows"]} == {"write", "restore"}
+
+
+# ---------------------------------------------------------------------------------------------------------- figures
+@pytest.fixture(scope="module")
+def ck_figures(tmp_path_factory) -> dict[str, object]:
+    """The checkpoint figures of the planted grid, a torch point without restore and an unstriped node count."""
+    from analysis.figures import plan_figures
+
+    tmp = tmp_path_factory.mktemp("ckfig")
+    rows = [*planted(), dict(write=60.0, access="fpp", layout="torch", read=None),
+            dict(write=70.0, nodes=2, stripe_count=4, lustre=False)]
+    checkpoint_store(tmp, rows)
+    ck = checkpoint_frame(open_store_for_reading(str(tmp / "ck.db")))
+    jobs = plan_figures(pd.DataFrame(), pd.Series(dtype=object), np.zeros((0, 0)), checkpoints=ck)
+    assert [j.name for j in jobs] == ["checkpoint_config", "checkpoint_stripe_write", "checkpoint_stripe_restore"]
+    return {j.name: j.draw() for j in jobs}
+
+
+def test_the_checkpoint_bars_show_write_and_restore_per_configuration(ck_figures):
+    fig = ck_figures["checkpoint_config"]
+    write, restore = fig.axes[:2]
+    xs = [t.get_text() for t in restore.get_xticklabels()]
+    assert xs == ["1N-2P-1OST", "1N-2P-4OST", "1N-2P-8OST", "2N-4P-4OST"]
+    assert "write" in write.get_ylabel() and "MiB/s" in write.get_ylabel() and "restore" in restore.get_ylabel()
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend == ["fpp dcp restore=all", "fpp torch restore=none", "shared dcp restore=all",
+                      "shared dcp restore=all stripe not applied"]  # what else varies tells the series apart
+    heights = sorted(round(p.get_height()) for p in write.patches if p.get_height() == p.get_height())
+    assert heights[:2] == [60, 70] and heights[-1] == 1203  # means of repetitions: fpp 8 OSTs is 1200 + 3
+    assert sum(p.get_height() != p.get_height() for p in restore.patches) >= 1  # torch: no restore, no bar
+
+
+def test_the_checkpoint_stripe_figures_draw_applied_stripe_counts_only(ck_figures):
+    fig = ck_figures["checkpoint_stripe_write"]
+    panels = [ax.get_title() for ax in fig.axes]
+    assert panels == ["fpp, 1 node", "shared, 1 node"]  # the unstriped 2-node point is no point of a curve
+    assert all(ax.get_ylabel() == "write bandwidth (MiB/s)" for ax in fig.axes)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["1", "4", "8"]
+    shared = fig.axes[1].containers[0].lines[0].get_ydata()
+    assert list(np.round(np.asarray(shared, dtype=float))) == [103, 403, 803]
+    assert "restore" in ck_figures["checkpoint_stripe_restore"]._suptitle.get_text()
+
+
+def test_no_text_is_clipped_in_the_checkpoint_figures(ck_figures):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from test_analysis_figures import drawn_texts
+
+    for name, fig in ck_figures.items():
+        renderer = FigureCanvasAgg(fig).get_renderer() if fig.canvas is None else fig.canvas.get_renderer()
+        canvas = fig.bbox
+        for t in drawn_texts(fig):
+            box = t.get_window_extent(renderer)
+            assert box.x0 >= 0 and box.x1 <= canvas.x1 + 0.5 and box.y0 >= 0 and box.y1 <= canvas.y1 + 0.5, name
+
+
+def test_figures_command_draws_checkpoint_figures_only_where_there_are_checkpoint_points(tmp_path, capsys):
+    db = str(tmp_path / "r.db")
+    st = Store(db)
+    add_train(st, [dict(bandwidth=100.0 * s + r, stripe_count=s, repeat=r) for s in (1, 4) for r in (0, 1)])
+    assert analysis_main(["figures", "--db", db, "--out", str(tmp_path / "a"), "--jobs", "1"]) == 0
+    assert "checkpoint" not in capsys.readouterr().out
+    add_checkpoints(st, planted())
+    assert analysis_main(["figures", "--db", db, "--out", str(tmp_path / "b"), "--jobs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "and 18 checkpoint points" in out
+    before = {p.name for p in (tmp_path / "a").iterdir()}
+    after = {p.name for p in (tmp_path / "b").iterdir()}
+    assert after - before == {f"checkpoint_{n}.{x}" for n in ("config", "stripe_write", "stripe_restore")
+                              for x in ("png", "svg")}

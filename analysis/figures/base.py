@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -123,13 +123,16 @@ class FigureJob:
 @dataclass
 class Inputs:
     """What a figure module's ``plan`` reads: the completed ``points`` (from :func:`analysis.query.analysis_frame`),
-    their latency histograms (``keys``/``hists``, :func:`analysis.query.hist_frame`) and whether to draw access
-    patterns (``traces``); the per-configuration frames are computed once, when a plan first asks."""
+    their latency histograms (``keys``/``hists``, :func:`analysis.query.hist_frame`), whether to draw access
+    patterns (``traces``) and the checkpoint points (``checkpoints``); the per-configuration frames are computed
+    once, when a plan first asks."""
 
     points: pd.DataFrame
     keys: pd.Series
     hists: np.ndarray
     traces: bool = True
+    #: the checkpoint points (:func:`analysis.checkpoint.checkpoint_frame`; empty: none), the checkpoint figures'
+    checkpoints: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @cached_property
     def cfg(self) -> pd.DataFrame:

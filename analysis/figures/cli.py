@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from analysis.checkpoint import checkpoint_frame
 from analysis.figures.render import plan_figures, render
 from analysis.outputs import check_dir, check_dir_names, record_names
 from analysis.query import analysis_frame, hist_frame, parse_where, per_configuration
@@ -27,7 +28,8 @@ def main(args: argparse.Namespace) -> int:
     store = open_store_for_reading(args.db)
     points = analysis_frame(store, where, "figures")
     keys, hists = hist_frame(store, points["point_key"].tolist(), by=per_configuration(points))
-    jobs = plan_figures(points, keys, hists)
+    checkpoints = checkpoint_frame(store, where)
+    jobs = plan_figures(points, keys, hists, checkpoints=checkpoints)
     names = [f"{j.name}.{fmt}" for j in jobs if j.draw is not None for fmt in ("png", args.vector)]
     check_dir_names(out, names, args.force)  # before any figure is drawn
     if names:
@@ -41,5 +43,6 @@ def main(args: argparse.Namespace) -> int:
     for job, paths in done:
         print(f"wrote {', '.join(str(p) for p in paths)}  ({job.caption})")
     written = len(done)
-    print(f"{written} figures in {out} from {len(points)} completed points; {skipped} skipped")
+    also = f" and {len(checkpoints)} checkpoint points" if len(checkpoints) else ""
+    print(f"{written} figures in {out} from {len(points)} completed points{also}; {skipped} skipped")
     return 0 if written else 1

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.figures.base import Drawn, FigureJob, Inputs
-from analysis.figures.registry import FIGURES
+from analysis.figures.registry import CHECKPOINT_FIGURES, FIGURES
 from analysis.outputs import write_with
 
 if TYPE_CHECKING:
@@ -29,20 +29,24 @@ _PNG_KW = {"png": {"pil_kwargs": {"compress_level": 3}}}
 _TIGHT = {"bbox_inches": "tight", "pad_inches": 0.1}
 
 
-def plan_figures(points: pd.DataFrame, keys: pd.Series, hists: np.ndarray, traces: bool = True) -> list[FigureJob]:
+def plan_figures(points: pd.DataFrame, keys: pd.Series, hists: np.ndarray, traces: bool = True,
+                 checkpoints: pd.DataFrame | None = None) -> list[FigureJob]:
     """Every figure for ``points`` (from :func:`analysis.query.analysis_frame`) in report order, frames computed
-    and drawings deferred; latency from ``keys``/``hists`` (:func:`analysis.query.hist_frame`). Figures that
-    cannot be drawn carry the reason in ``skipped``."""
-    if points.empty:
+    and drawings deferred; latency from ``keys``/``hists`` (:func:`analysis.query.hist_frame`); then the
+    checkpoint figures of ``checkpoints`` (:func:`analysis.checkpoint.checkpoint_frame`; None or empty: none).
+    Figures that cannot be drawn carry the reason in ``skipped``."""
+    ck = checkpoints if checkpoints is not None else pd.DataFrame()
+    if points.empty and ck.empty:
         return [FigureJob("all", "all figures", skipped="no completed points (after --where)")]
-    inputs = Inputs(points, keys, hists, traces)
-    return [job for plan in FIGURES for job in plan(inputs)]
+    inputs = Inputs(points, keys, hists, traces, ck)
+    plans = ([] if points.empty else FIGURES) + (CHECKPOINT_FIGURES if len(ck) else [])
+    return [job for plan in plans for job in plan(inputs)]
 
 
 def build_figures(points: pd.DataFrame, keys: pd.Series, hists: np.ndarray,
-                  traces: bool = True) -> Iterator[Drawn]:
+                  traces: bool = True, checkpoints: pd.DataFrame | None = None) -> Iterator[Drawn]:
     """Every figure of :func:`plan_figures`, drawn one at a time in this process, in report order."""
-    for job in plan_figures(points, keys, hists, traces):
+    for job in plan_figures(points, keys, hists, traces, checkpoints):
         yield Drawn(job.name, job.caption, job.draw() if job.draw else None, job.skipped)
 
 
