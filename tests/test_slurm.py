@@ -137,3 +137,16 @@ def test_a_driver_killed_mid_sweep_loses_nothing_and_duplicates_nothing(slurm_cl
     assert db_rows(tmp_path, "select distinct attempts from points") == [(1,)]
     ids = df.job_id.astype(str).tolist()
     assert len(set(ids)) == 4 and len(wait_terminal(ids)) == 4
+
+
+def test_a_checkpoint_restored_across_nodes(slurm_cluster, sweep, tmp_path):
+    """kind=checkpoint on two Slurm nodes, one rank each, the restore shifted by one rank: each rank restores the
+    shard the other node wrote."""
+    p = sweep("cluster=slurm", "nodes=2", "ppn=1", "kind=checkpoint", "checkpoint.size=8MiB",
+              "checkpoint.read_shift=1", timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    [(result, hosts)] = db_rows(tmp_path, "select result, host_names from points where kind = 'checkpoint'")
+    ranks = json.loads(result)["checkpoints"]["ranks"]
+    assert len(set(json.loads(hosts))) == 2
+    assert [(r["rank"], r["restored"]) for r in ranks] == [(0, 1), (1, 0)]
+    assert all(r["written_on"] != r["host"] for r in ranks), ranks

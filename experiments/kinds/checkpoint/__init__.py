@@ -171,6 +171,7 @@ class CheckpointKind(WorkloadKind):
                              checkpoints={"saves": _per_checkpoint(said, "saves"),
                                           "restores": _per_checkpoint(said, "restores"),
                                           "shard_bytes": list(plan.shard_bytes), "files": plan.files(),
+                                          "ranks": _where(plan, said),
                                           "cache": said.get("cache") or {}},
                              mpi_library=said.get("mpi_library"), line=_line(values, said.get("cache") or {}))
         cache = (said.get("cache") or {}).get("cache")
@@ -190,6 +191,13 @@ class CheckpointKind(WorkloadKind):
             out["restore_resident_fraction"] = float("nan") if resident is None else float(resident)
             out["write_to_read_s"] = float(said.get("write_to_read_s") or float("nan"))
         return out
+
+
+def _where(plan: CheckpointPlan, said: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each rank's host, and whose shard it restored, written on which host (a shifted restore across nodes)."""
+    host = {r["rank"]: r["host"] for r in said["ranks"]}
+    return [{"rank": r, "host": host[r], **({"restored": plan.source(r), "written_on": host[plan.source(r)]}
+                                           if plan.restore else {})} for r in sorted(host)]
 
 
 def _line(values: dict[str, float], cache: dict[str, Any]) -> str:

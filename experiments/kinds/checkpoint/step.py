@@ -20,6 +20,7 @@ metadata time, latency histograms and the /proc counters' deltas.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 import time
@@ -274,7 +275,8 @@ def run(comm: Any, plan: CheckpointPlan) -> dict[str, Any] | None:
             read_start = read_start or time.time()
             restores.append(restore(comm, io, plan, k, buf, counter))
             verify(plan, k, plan.source(rank), buf)  # untimed, after the restore
-    everyone = comm.gather({"rank": rank, "host": socket.gethostname(), "saves": saves, "restores": restores},
+    host = os.environ.get("SLURMD_NODENAME") or socket.gethostname()  # a Slurm node's name, as the kernel's
+    everyone = comm.gather({"rank": rank, "host": host, "saves": saves, "restores": restores},
                            root=0)
     if rank != 0:
         return None
