@@ -255,3 +255,82 @@ def test_figures_command_draws_checkpoint_figures_only_where_there_are_checkpoin
     after = {p.name for p in (tmp_path / "b").iterdir()}
     assert after - before == {f"checkpoint_{n}.{x}" for n in ("config", "stripe_write", "stripe_restore")
                               for x in ("png", "svg")}
+
+
+# --------------------------------------------------------------------------------------------------------- diagnose
+#: code, level, a configuration that fires it, one that keeps it quiet (keyword arguments of checkpoint_record;
+#: each pair alone in its store)
+CK_FINDINGS = [
+    ("checkpoint-small-writes", "warn", dict(transfer=256 * 1024), dict(transfer=4 * MIB)),
+    ("checkpoint-misaligned", "high", dict(checkpoint_bytes=3 * MIB), dict(checkpoint_bytes=4 * MIB)),
+    ("checkpoint-fsync", "warn", dict(fsync_share=0.8), dict(fsync_share=0.2)),
+    ("checkpoint-metadata", "warn", dict(access="fpp", nodes=16, ppn=4, meta_share=0.5),
+     dict(access="fpp", nodes=16, ppn=4, meta_share=0.05)),
+    ("checkpoint-stripe", "warn", dict(stripe_count=8, write=102.0), dict(stripe_count=8, write=300.0)),
+    ("checkpoint-restore-cached", "warn", dict(resident=0.9, nodes=2), dict(resident=0.0, nodes=2)),
+]
+
+
+@pytest.mark.parametrize(("code", "level", "loud", "quiet"), CK_FINDINGS, ids=[c[0] for c in CK_FINDINGS])
+def test_every_checkpoint_finding_fires_on_its_fixture_and_stays_quiet_on_the_other(tmp_path, code, level, loud,
+                                                                                     quiet):
+    from analysis.diagnose.cli import collect
+
+    found = {}
+    for name, config in (("loud", loud), ("quiet", quiet)):
+        # beside a stripe count above 1, the same configuration at stripe count 1 (the lower count), 100 MiB/s
+        rows = [{"write": 100.0, **config}]
+        if config.get("stripe_count", 1) > 1:
+            rows.append({**config, "write": 100.0, "stripe_count": 1})
+        checkpoint_store(tmp_path, rows, name=f"{name}.db")
+        diags = collect(open_store_for_reading(str(tmp_path / f"{name}.db")))
+        assert all(d.subject.kind == "checkpoint" for d in diags)
+        by_stripe = {d.subject.stripe_count: {f.code: f for f in d.findings} for d in diags}
+        found[name] = by_stripe[config.get("stripe_count", 1)][code]
+    fired, calm = found["loud"], found["quiet"]
+    assert str(fired.level) == level and fired.value is not None and fired.threshold is not None, fired
+    assert fired.fix or fired.snippet, fired
+    assert str(calm.level) == "ok", calm
+
+
+def test_what_the_checkpoint_findings_recommend(tmp_path):
+    from analysis.diagnose.checkpoint import checkpoint_diagnoses
+
+    checkpoint_store(tmp_path, [dict(write=100.0, stripe_count=1, transfer=256 * 1024),
+                                dict(write=101.0, stripe_count=4, fsync_share=0.8, transfer=256 * 1024)])
+    diags = checkpoint_diagnoses(checkpoint_frame(open_store_for_reading(str(tmp_path / "ck.db"))))
+    four = {f.code: f for d in diags if d.subject.stripe_count == 4 for f in d.findings}
+    assert four["checkpoint-stripe"].fix == ["stripe=1"] and four["checkpoint-stripe"].counted["useful"] == 1
+    assert four["checkpoint-fsync"].fix == ["stripe=8"]
+    assert four["checkpoint-small-writes"].fix == [f"checkpoint.transfer_size={MIB}"]
+    one = {f.code for d in diags if d.subject.stripe_count == 1 for f in d.findings}
+    assert "checkpoint-stripe" not in one  # nothing lower measured beside stripe 1: not judged
+
+
+def test_no_stripe_finding_where_striping_was_not_applied(tmp_path):
+    from analysis.diagnose.checkpoint import checkpoint_diagnoses
+
+    checkpoint_store(tmp_path, [dict(write=100.0, stripe_count=1, lustre=False, transfer=256 * 1024),
+                                dict(write=100.0, stripe_count=4, lustre=False, transfer=256 * 1024)])
+    diags = checkpoint_diagnoses(checkpoint_frame(open_store_for_reading(str(tmp_path / "ck.db"))))
+    codes = {f.code for d in diags for f in d.findings}
+    assert not codes & {"checkpoint-stripe", "checkpoint-small-writes", "checkpoint-misaligned"}
+    assert "checkpoint-fsync" in codes
+
+
+def test_diagnose_command_shows_checkpoint_findings_beside_trains(tmp_path, capsys):
+    db = str(tmp_path / "r.db")
+    st = Store(db)
+    add_train(st, [dict(bandwidth=100.0, repeat=0)])
+    assert analysis_main(["diagnose", "--db", db, "--format", "json"]) == 0
+    train_only = json.loads(capsys.readouterr().out)
+    add_checkpoints(st, [dict(write=100.0, fsync_share=0.9)])
+    assert analysis_main(["diagnose", "--db", db, "--fail-on", "warn"]) == 3
+    text = capsys.readouterr().out
+    assert "== llama3_8b/shared 1N-2P-1OST" in text and "1 checkpoint point(s)" in text
+    assert "WARN checkpoint-fsync" in text
+    assert analysis_main(["diagnose", "--db", db, "--format", "json"]) == 0
+    both = json.loads(capsys.readouterr().out)
+    assert both[:len(train_only)] == train_only and both[-1]["kind"] == "checkpoint"
+    assert analysis_main(["diagnose", "--db", db, "--format", "json", "--where", "format == 'hdf5'"]) == 0
+    assert all(d["kind"] != "checkpoint" for d in json.loads(capsys.readouterr().out))

@@ -41,9 +41,12 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
 
 def collect(store: StoreReader, where: str | None = None, t: Thresholds | None = None,
             points: Any = None) -> list[Diagnosis]:
-    """The diagnoses of the store's configurations (completed points matching ``where``) and observed runs.
-    ``points``: those points, when the caller has read them already (:func:`analysis.query.analysis_frame` with
-    ``where``); without a filter, the completed points are chosen in SQL and the frame is not read at all."""
+    """The diagnoses of the store's configurations (completed points matching ``where``), observed runs and
+    configurations of checkpoint points (:mod:`analysis.diagnose.checkpoint`). ``points``: the train points, when
+    the caller has read them already (:func:`analysis.query.analysis_frame` with ``where``); without a filter, the
+    completed points are chosen in SQL and the frame is not read at all."""
+    from analysis.checkpoint import checkpoint_frame  # lazy: pandas-backed queries
+    from analysis.diagnose.checkpoint import checkpoint_diagnoses  # lazy: with the checkpoint points
     from analysis.diagnose.sources import emulated_subjects, observed_keys, observed_subjects  # lazy: the store
     from analysis.query import analysis_frame, parse_where  # lazy: pandas-backed queries
 
@@ -55,7 +58,8 @@ def collect(store: StoreReader, where: str | None = None, t: Thresholds | None =
     if checked is not None and observed:
         keep = observed_keys(store, checked)
         observed = [o for o in observed if o.key in keep]
-    return [diagnose_subject(s, t) for s in [*subjects, *observed]]
+    return [diagnose_subject(s, t) for s in [*subjects, *observed]] + checkpoint_diagnoses(
+        checkpoint_frame(store, checked), t)
 
 
 def report_section(store: StoreReader, where: str | None = None, points: Any = None) -> str:

@@ -55,7 +55,8 @@ def to_text(diags: list[Diagnosis], show_ok: bool = False) -> str:
     lines = []
     for d in diags:
         s = d.subject
-        what = f"{len(s.points)} point(s)" if s.kind == "configuration" else "observed run"
+        what = ("observed run" if s.kind == "observed" else f"{len(s.points)} checkpoint point(s)"
+                if s.kind == "checkpoint" else f"{len(s.points)} point(s)")
         lines.append(f"== {s.label}  [{s.key}, {what}]  worst: {d.worst}")
         quiet = [f for f in d.findings if f.level == Level.OK]
         if not d.findings:

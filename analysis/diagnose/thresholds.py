@@ -53,6 +53,16 @@ class Thresholds:
     readers_per_stripe: float = 4.0
     # an observed run's read order is its loader's shuffle (random reads are then expected: info, not high)
     observed_loader_shuffle: bool = False
+    # checkpoints: the slowest rank's fsync time over its write time above this fraction: fsync dominates the save
+    checkpoint_fsync_share: float = 0.5
+    # checkpoints: the slowest rank's create/open/close time over its write time above this fraction ...
+    checkpoint_meta_share: float = 0.2
+    # ... with at least this many files per checkpoint (N-N at scale): a metadata storm
+    checkpoint_meta_files: int = 32
+    # checkpoints: a higher stripe count that gains less than this fraction of bandwidth over a lower one is useless
+    checkpoint_stripe_gain: float = 0.05
+    # checkpoints: a restore whose files were more resident than this in the page cache read memory
+    checkpoint_resident: float = 0.1
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -76,6 +86,11 @@ DESCRIPTIONS = {
     "meta_per_sample": "opens + closes per sample above this",
     "readers_per_stripe": "ranks reading one shared file per stripe above this",
     "observed_loader_shuffle": "an observed run's random order is its loader's shuffle (random reads: info)",
+    "checkpoint_fsync_share": "checkpoints: fsync time over write time (slowest rank) above this",
+    "checkpoint_meta_share": "checkpoints: create/open/close time over write time above this ...",
+    "checkpoint_meta_files": "... with at least this many files per checkpoint (N-N at scale)",
+    "checkpoint_stripe_gain": "checkpoints: a higher stripe count gaining less bandwidth than this fraction",
+    "checkpoint_resident": "checkpoints: page-cache residency of the restored files above this (0..1)",
 }
 
 
@@ -127,7 +142,8 @@ def load_thresholds(path: str | Path | None) -> Thresholds:
     if unknown:
         raise DdlioError(f"diagnose: --config {p}: unknown threshold(s) {', '.join(unknown)}; "
                          f"valid: {', '.join(defaults)}")
-    fractions = {"small_requests", "misaligned_requests", "random_operations", "au_min"}
+    fractions = {"small_requests", "misaligned_requests", "random_operations", "au_min", "checkpoint_fsync_share",
+                 "checkpoint_meta_share", "checkpoint_resident"}
     values = {k: _coerce(k, v, defaults[k]) for k, v in flat.items()}
     bad = [k for k in values if k in fractions and values[k] > 1]
     if bad:
