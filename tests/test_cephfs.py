@@ -110,6 +110,29 @@ def test_the_stripe_axis_is_applied_and_read_back_per_file(cdir, tmp_path, sweep
     assert len(keys) == len(set(keys))
 
 
+def test_checkpoints_get_their_layouts_read_back_per_file(cdir, tmp_path, sweep, ceph_env):
+    """kind=checkpoint, N-1 and N-N at stripe 1 and 4, two ranks: every file of every checkpoint got the layout
+    asked for, as CephFS reports it, its first objects on that many OSDs; the caches were emptied and verified."""
+    db = tmp_path / "r.db"
+    p = sweep("-m", "kind=checkpoint", "checkpoint.size=16MiB", "checkpoint.transfer_size=1MiB", "access=shared,fpp",
+              "stripe=1,4", "ppn=2", f"data_root={cdir}", f"db={db}", timeout=600, **ceph_env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    with sqlite3.connect(db) as c:
+        rows = c.execute("SELECT access, stripe_count, layout, cache, status FROM points").fetchall()
+    assert len(rows) == 4 and {r[4] for r in rows} == {"completed"} and {r[3] for r in rows} == {"cold"}
+    for access, stripe, layout, _, _ in rows:
+        lay = json.loads(layout)
+        assert lay["applicable"] and lay["fs_type"] == "ceph" and lay["requested"]["stripe_count"] == stripe
+        names = {n.split("/", 1)[1] for n in lay["files"]}
+        assert names == ({"checkpoint.distcp", ".metadata"} if access == "shared"
+                         else {"__0_0.distcp", "__1_0.distcp", ".metadata"}), names
+        for name, got in lay["files"].items():
+            assert got["stripe_count"] == stripe and got["stripe_size"] == 1 << 20, name
+            if not name.endswith(".metadata"):  # a few hundred bytes: one object
+                assert len(got["targets"]) == stripe, (name, got)
+    assert not (cdir / "checkpoints").exists()
+
+
 def test_targets_are_the_monitors_placement(cdir, ceph_env, monkeypatch):
     for k, v in ceph_env.items():
         monkeypatch.setenv(k, v)
