@@ -24,6 +24,7 @@ from sqlalchemy import Text, cast, func, select
 
 from analysis import frames as F
 from analysis import guidelines as G
+from analysis.checkpoint import checkpoint_configs, checkpoint_frame
 from analysis.diagnose.cli import report_section as diagnosis_section
 from analysis.figures import plan_figures, render_png
 from analysis.outputs import check_file, mark_html, write_file
@@ -38,7 +39,7 @@ from analysis.query import (
     status_counts,
 )
 from analysis.reading import release_freed_memory
-from analysis.report_sections import answers_section, readable, validity_section
+from analysis.report_sections import answers_section, checkpoint_answers, readable, validity_section
 from ddlio.errors import DdlioError
 from ddlio.secrets import mask
 from ddlio.store import Point, StoreReader, Sweep, describe, open_store_for_reading
@@ -147,14 +148,14 @@ def build_report(store: StoreReader, where: str | None = None, title: str = "ddl
         points = analysis_frame(store, where, "figures")  # the guidelines of the report are drawn from them
         if diagnosis is None:  # the filter's points, as the diagnosis reads them
             diagnosis = _Background(_diagnosis_html, db, where, points["point_key"].tolist())
-        return _assemble(store, db, where, title, db_name, points, diagnosis)
+        return _assemble(store, db, where, title, db_name, points, diagnosis, checkpoint_frame(store, where))
     finally:
         if diagnosis is not None:
             diagnosis.close()  # a section failed before the diagnosis was asked for: it is not wanted
 
 
 def _assemble(store: StoreReader, db: str, where: str | None, title: str, db_name: str, points: pd.DataFrame,
-              diagnosis: _Background) -> str:
+              diagnosis: _Background, ck: pd.DataFrame) -> str:
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
              f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"]
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -163,17 +164,19 @@ def _assemble(store: StoreReader, db: str, where: str | None, title: str, db_nam
                  + (f", filter <code>{html.escape(where)}</code>" if where else "")
                  + f". Points in the store: {_n_points(store)} ("
                  + ", ".join(f"{n} {html.escape(str(k))}" for k, n in sorted(counts.items()))
-                 + f"); {len(points)} completed points analysed.</p>")
+                 + f"); {len(points)} completed points analysed"
+                 + (f", and {len(ck)} checkpoint points" if len(ck) else "") + ".</p>")
     st = G.Settings()
     guides = _Background(_guidelines, db, points, st)
     try:
-        figures = _figures_section(store, points, beside=(guides, diagnosis))  # meanwhile
+        figures = _figures_section(store, points, beside=(guides, diagnosis), checkpoints=ck)  # meanwhile
         lay, fmt, stmts, below, invalid_note = guides.result()
     finally:
         guides.close()
     parts += answers_section(lay, fmt, st.metric, invalid_note) if len(points) else []
     parts += figures
-    parts += _guidelines_section(points, st, (lay, fmt, stmts), below)
+    parts += _guidelines_section(points, st, (lay, fmt, stmts), below) if len(points) or ck.empty else []
+    parts += _checkpoint_section(ck, st) if len(ck) else []
     parts += _swept_section(store, points, failed_frame(store, None if where else points))
     # the diagnosis: its own package (analysis.diagnose); with a filter, of the points read here
     diagnosed, layouts = diagnosis.result()
@@ -350,12 +353,40 @@ def _guidelines_section(points: pd.DataFrame, st: G.Settings,
     return parts
 
 
-def _figures_section(store: StoreReader, points: pd.DataFrame, beside: tuple[_Background, ...] = ()) -> list[str]:
+def _checkpoint_section(ck: pd.DataFrame, st: G.Settings) -> list[str]:
+    """Checkpoints: what to use per scale for writing and for restoring (:mod:`analysis.guidelines.checkpoint`),
+    the guideline's table and the configurations measured (means of repetitions)."""
+    from analysis.guidelines.checkpoint import checkpoint_guidelines  # lazy: only with checkpoint points
+
+    rows, notes = checkpoint_guidelines(ck, st)
+    parts = ["<h2 id='checkpoints'>Checkpoints</h2>", *checkpoint_answers(rows, notes)]
+    cols = ["phase", "nodes", "ppn", "setting", "verdict", "best", "best_mean", "best_lo", "best_hi", "best_n",
+            "runner_up", "gain_pct", "gain_lo_pct", "gain_hi_pct", "reason"]
+    if len(rows):
+        parts.append("<h3>Per scale, writing and restoring apart (MiB/s)</h3>"
+                     + html_table(rows[cols].rename(columns={"setting": "checkpoint"}),
+                                  _verdict_class(rows["verdict"])))
+    metrics = ["write_bandwidth_mib_s", "read_bandwidth_mib_s", "write_throughput_gib_s", "read_throughput_gib_s",
+               "fsync_time_s", "write_meta_time_s"]
+    cfg = checkpoint_configs(ck, metrics)
+    shown = cfg[["label", "n", *[f"{m}_mean" for m in metrics]]].rename(columns={
+        "label": "configuration", "n": "repetitions", "write_bandwidth_mib_s_mean": "write MiB/s",
+        "read_bandwidth_mib_s_mean": "restore MiB/s", "write_throughput_gib_s_mean": "write GiB/s (MLPerf)",
+        "read_throughput_gib_s_mean": "restore GiB/s (MLPerf)", "fsync_time_s_mean": "fsync s",
+        "write_meta_time_s_mean": "write metadata s"})
+    parts.append(f"<h3>Checkpoint configurations ({len(cfg)}; mean of repetitions)</h3>"
+                 + html_table(shown.head(MAX_CONFIG_ROWS)))
+    return parts
+
+
+def _figures_section(store: StoreReader, points: pd.DataFrame, beside: tuple[_Background, ...] = (),
+                     checkpoints: pd.DataFrame | None = None) -> list[str]:
     """The figures, embedded as base64 PNG (or why each was not drawn), drawn in worker processes on the CPUs
-    that the processes working ``beside`` them leave (one at least): their memory adds up too."""
+    that the processes working ``beside`` them leave (one at least): their memory adds up too; the checkpoint
+    figures of ``checkpoints`` after train's."""
     parts = ["<h2>Figures</h2>"]
     keys, hists = hist_frame(store, points["point_key"].tolist(), by=per_configuration(points))
-    jobs = plan_figures(points, keys, hists)
+    jobs = plan_figures(points, keys, hists, checkpoints=checkpoints)
     workers = max(1, (os.cpu_count() or 1) - sum(b.alive() for b in beside))
     images = render_png(jobs, workers=workers)  # drawn in worker processes, as the figures command draws them
     # many per-format figures of few bars each: the overview (small multiples, one scale) stands for them

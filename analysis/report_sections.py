@@ -107,3 +107,24 @@ def validity_section(points: pd.DataFrame) -> tuple[str, pd.DataFrame]:
             f"{MIN_STEPS} steps, its configuration's repetitions vary by a CV above {MAX_CV:g}, or striping was "
             "requested but not applied. The guidelines use valid points only.")
     return text, readable(bad[["label", "repeat", "invalid_reasons"]].reset_index(drop=True))
+
+
+def checkpoint_answers(rows: pd.DataFrame, notes: list[str]) -> list[str]:
+    """What to use for checkpoints (:func:`analysis.guidelines.checkpoint.checkpoint_guidelines`' rows): per phase
+    and scale the access, layout and stripe layout with its evidence (MiB/s), or "cannot decide" and why."""
+    parts = ["<p class='note'>Per scale (nodes × ranks per node) and checkpoint, writing and restoring apart, by "
+             "bandwidth (MiB/s, Darshan's slowest rank): mean of repetitions [95% bootstrap interval] (n). A stripe "
+             "count that was not applied (not Lustre) is never part of the answer.</p>", "<ul class='answers'>"]
+    for _, r in rows.iterrows():
+        scen = html.escape(f"{r['phase']}, {int(r['nodes'])} node{'s' if int(r['nodes']) != 1 else ''} × "
+                           f"{int(r['ppn'])} rank{'s' if int(r['ppn']) != 1 else ''}, {r['setting']}")
+        if r["verdict"] == "recommend":
+            parts.append(f"<li class='recommend'><b>{scen}</b>: use <b>{html.escape(str(r['best']))}</b>: "
+                         f"{html.escape(_est(r, 'best'))}; next: {html.escape(str(r['runner_up']))} "
+                         f"{html.escape(_est(r, 'runner_up'))}.</li>")
+        else:
+            parts.append(f"<li class='undecided'><b>{scen}</b>: <b>cannot decide</b>. "
+                         f"{html.escape(str(r['reason']))}</li>")
+    parts.append("</ul>")
+    parts += [f"<p class='note'>{html.escape(n)}</p>" for n in notes]
+    return parts

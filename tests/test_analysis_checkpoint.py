@@ -334,3 +334,27 @@ def test_diagnose_command_shows_checkpoint_findings_beside_trains(tmp_path, caps
     assert both[:len(train_only)] == train_only and both[-1]["kind"] == "checkpoint"
     assert analysis_main(["diagnose", "--db", db, "--format", "json", "--where", "format == 'hdf5'"]) == 0
     assert all(d["kind"] != "checkpoint" for d in json.loads(capsys.readouterr().out))
+
+
+# ----------------------------------------------------------------------------------------------------------- report
+def test_the_report_has_a_checkpoint_section_its_figures_and_findings(tmp_path, capsys):
+    db = str(tmp_path / "r.db")
+    st = Store(db)
+    add_train(st, [dict(bandwidth=100.0 * s + r, stripe_count=s, repeat=r) for s in (1, 4) for r in (0, 1)])
+    assert analysis_main(["report", "--db", db, "--out", str(tmp_path / "a.html")]) == 0
+    train_only = (tmp_path / "a.html").read_text()
+    assert "checkpoint" not in train_only.lower()
+    add_checkpoints(st, [*planted(), dict(write=100.0, nodes=2, fsync_share=0.9)])
+    assert analysis_main(["report", "--db", db, "--out", str(tmp_path / "b.html")]) == 0
+    html = (tmp_path / "b.html").read_text()
+    assert "and 19 checkpoint points" in html and "<h2 id='checkpoints'>Checkpoints</h2>" in html
+    assert "<b>write, 1 node × 2 ranks, llama3_8b</b>: use <b>fpp dcp 8OST</b>" in html
+    assert "<b>restore, 1 node × 2 ranks, llama3_8b</b>: <b>cannot decide</b>. intervals overlap" in html
+    for name in ("checkpoint_config", "checkpoint_stripe_write", "checkpoint_stripe_restore"):
+        assert f"<figure id='{name}'>" in html
+    assert "checkpoint-fsync" in html  # the diagnosis, checkpoint findings included
+    assert html.index("<h2 id='answers'>") < html.index("<h2 id='checkpoints'>") < html.index("id='diagnosis'")
+    checkpoint_store(tmp_path, planted())  # checkpoint points alone
+    assert analysis_main(["report", "--db", str(tmp_path / "ck.db"), "--out", str(tmp_path / "c.html")]) == 0
+    alone = (tmp_path / "c.html").read_text()
+    assert "<h2 id='checkpoints'>" in alone and "<h2>Guidelines</h2>" not in alone
