@@ -32,6 +32,8 @@ from lustre import Layout, apply_layout, read_layout
 from lustre.fs import fs_info
 
 MIB, GIB = 1024**2, 1024**3
+#: MLPerf Storage's rule: the restore starts within this many seconds of the save's end
+MLPERF_READ_WITHIN_S = 30.0
 #: the file that marks a directory as ddlio's checkpoints (only such a directory is ever emptied)
 MARKER = ".ddlio-checkpoints"
 
@@ -207,9 +209,15 @@ def _line(values: dict[str, float], cache: dict[str, Any]) -> str:
     if "read_bandwidth_mib_s" in values:
         out += f", restore {values['read_bandwidth_mib_s']:.1f} MiB/s"
     out += f", {format_size(values['bytes_written'])} written"
-    if cache.get("cache"):
-        out += (", caches emptied (verified)" if cache["cache"] == "cold"
-                else f", caches not verified empty: {cache.get('note') or 'unknown'}")
+    if cache.get("cache") == "cold":
+        out += ", caches emptied (verified)"
+    elif cache.get("cache"):
+        out += f", caches not verified empty ({cache.get('note') or 'unknown'})"
+        out += ("; the checkpoints exceed 3x a node's memory (MLPerf's rule)" if cache.get("over_3x_memory")
+                else "; nor do the checkpoints exceed 3x a node's memory (MLPerf's rule): the restore may be cached")
+    late = values.get("write_to_read_s", 0.0)
+    if late == late and late > MLPERF_READ_WITHIN_S:
+        out += f", restore started {late:.0f} s after the save (MLPerf: within {MLPERF_READ_WITHIN_S:.0f} s)"
     return out
 
 

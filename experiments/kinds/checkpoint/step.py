@@ -247,9 +247,24 @@ def empty_caches(comm: Any, plan: CheckpointPlan) -> dict[str, Any]:
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     files = [plan.directory(k) / name for k in range(plan.count) for name in plan.files()]
     report = prepare_cache("cold", 0, files, node.rank == 0)
+    if report is not None:
+        report["memory"] = _memory_total()
     reports = [r for r in comm.allgather(report) if r is not None]
     label, _before, after, note = cache_state("cold", reports)
-    return {"cache": label, "resident": after, "note": note, "nodes": len(reports)}
+    memory = max((r["memory"] or 0 for r in reports), default=0)
+    # MLPerf Storage's alternative to emptying the caches: more checkpoint bytes than 3x a node's memory
+    three = bool(memory) and plan.checkpoint_bytes() * plan.count > 3 * memory
+    return {"cache": label, "resident": after, "note": note, "nodes": len(reports), "node_memory": memory,
+            "over_3x_memory": three}
+
+
+def _memory_total() -> int | None:
+    """This node's memory (``MemTotal``, bytes), None when unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemTotal:"))
+    except (OSError, ValueError, StopIteration):
+        return None
 
 
 def run(comm: Any, plan: CheckpointPlan) -> dict[str, Any] | None:
