@@ -202,3 +202,16 @@ def test_a_train_point_keeps_its_key_and_stored_form(tmp_path):
     spec = point(tmp_path)
     assert spec.checkpoint == {} and "checkpoint" not in spec.to_dict()
     assert "checkpoint" not in spec.measurement_params()
+
+
+@pytest.mark.parametrize(("fault", "said"), [
+    ("hang@1", "waited 3 s for the other ranks at the start of checkpoint 0's save"),
+    ("crash@0:checkpoint", "crash"),
+])
+def test_a_hung_or_crashed_rank_fails_the_point_with_its_reason(sweep, tmp_path, fault, said):
+    out = sweep(*SMALL, "cluster.hang_timeout_s=3", timeout=300, DDLIO_FAULT=fault)
+    assert out.returncode == 1 and "Traceback" not in out.stdout + out.stderr, out.stdout + out.stderr
+    with sqlite3.connect(tmp_path / "r.db") as c:
+        [(status, error)] = c.execute("SELECT status, error FROM points").fetchall()
+    assert status == "failed" and said in error, error
+    assert not (tmp_path / "data" / "checkpoints").exists()

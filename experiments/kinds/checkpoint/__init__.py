@@ -153,7 +153,8 @@ class CheckpointKind(WorkloadKind):
             request = Layout(spec.layout.stripe_count, spec.layout.stripe_size, spec.layout.object_size,
                              spec.layout.pool)
             records = [apply_layout(plan.directory(k), request) for k in range(plan.count)]
-            write_json_atomic(spec_path, {"plan": plan.to_dict(), "result_path": str(result_path)})
+            write_json_atomic(spec_path, {"plan": plan.to_dict(), "result_path": str(result_path),
+                                          "hang_timeout_s": spec.cluster.hang_timeout_s})
             env = envinfo.collect(hdf5=False)
             started = time.time()
             lock = executor_for(spec.cluster.executor).measurement_lock(spec)

@@ -34,6 +34,7 @@ from ddlio.errors import KernelError
 from ddlio.metrics import histogram
 from ddlio.mpistep import announce_started, last_words
 from ddlio.plain import write_json_atomic
+from experiments.kernel.guards import guarded_barrier, inject
 from experiments.kinds.checkpoint.plan import METADATA, CheckpointPlan
 from lustre.io import StorageIO
 from lustre.registry import io_for
@@ -131,6 +132,17 @@ def _write_file(io: StorageIO, phase: Phase, path: Path, data: np.ndarray, offse
         phase.timed_meta(io.close, fd)
 
 
+#: seconds a rank waits for the others at a barrier before it aborts the step (the point's cluster.hang_timeout_s)
+HANG_TIMEOUT_S = [600.0]
+
+
+def together(comm: Any, what: str) -> None:
+    """All ranks at ``what``: a barrier that gives up after :data:`HANG_TIMEOUT_S` (a hung or dead rank aborts the
+    step, saying where), then a plain one, so that the ranks leave it together to start a timed phase."""
+    guarded_barrier(comm, HANG_TIMEOUT_S[0], what)
+    comm.Barrier()
+
+
 def save(comm: Any, io: StorageIO, plan: CheckpointPlan, k: int, buf: np.ndarray, counter: Counter
          ) -> dict[str, Any]:
     """Checkpoint ``k`` by this rank, timed from a barrier all ranks leave together: its figures."""
@@ -139,7 +151,7 @@ def save(comm: Any, io: StorageIO, plan: CheckpointPlan, k: int, buf: np.ndarray
     mine = buf[:plan.shard_bytes[rank]]
     phase = Phase()
     c0 = counter.now()
-    comm.Barrier()
+    together(comm, f"the start of checkpoint {k}'s save")
     t0 = _ns()
     _write_file(io, phase, d / plan.data_file(rank), mine, plan.offset(rank), plan.transfer_size,
                 plan.access == "shared")
@@ -162,7 +174,7 @@ def restore(comm: Any, io: StorageIO, plan: CheckpointPlan, k: int, buf: np.ndar
     want = plan.shard_bytes[src]
     phase = Phase()
     c0 = counter.now()
-    comm.Barrier()
+    together(comm, f"the start of checkpoint {k}'s restore")
     t0 = _ns()
     if plan.indexed:
         index = _read_index(io, phase, d / METADATA, plan.transfer_size) if rank == 0 else None
@@ -267,6 +279,14 @@ def _memory_total() -> int | None:
         return None
 
 
+def fault_here(rank: int) -> str | None:
+    """Fault injection for testing failure handling, as the kernel's: ``DDLIO_FAULT=crash@RANK[:checkpoint]``,
+    ``kill@...`` or ``hang@...`` makes that rank crash, be killed or hang before its first save."""
+    kind, _, where = os.environ.get("DDLIO_FAULT", "").partition("@")
+    r, _, what = where.partition(":")
+    return kind if kind and r.isdigit() and int(r) == rank and what in ("", "checkpoint") else None
+
+
 def run(comm: Any, plan: CheckpointPlan) -> dict[str, Any] | None:
     """This rank's part of the point: the saves, the caches emptied, the restores; rank 0 returns every rank's
     figures, the others None."""
@@ -276,17 +296,19 @@ def run(comm: Any, plan: CheckpointPlan) -> dict[str, Any] | None:
     size = max(plan.shard_bytes[rank], plan.shard_bytes[plan.source(rank)] if plan.restore else 0)
     buf = np.empty(max(1, size), dtype=np.uint8)
     saves, restores = [], []
+    fault = fault_here(rank)
     for k in range(plan.count):
         fill(buf[:plan.shard_bytes[rank]], plan.seed, k, rank)
+        if fault and k == 0:
+            inject(fault, rank)
         saves.append(save(comm, io, plan, k, buf, counter))
-    comm.Barrier()
+    guarded_barrier(comm, HANG_TIMEOUT_S[0], "the end of the saves")
     written = time.time()
     cache: dict[str, Any] = {}
     read_start = None
     if plan.restore:
         cache = empty_caches(comm, plan)
         for k in range(plan.count):
-            comm.Barrier()
             read_start = read_start or time.time()
             restores.append(restore(comm, io, plan, k, buf, counter))
             verify(plan, k, plan.source(rank), buf)  # untimed, after the restore
@@ -303,6 +325,7 @@ def main(argv: list[str]) -> int:
     """``python -m experiments.kinds.checkpoint.step SPEC.json``: SPEC holds ``plan`` and ``result_path``."""
     spec = json.loads(Path(argv[0]).read_text())
     plan = CheckpointPlan.from_dict(spec["plan"])
+    HANG_TIMEOUT_S[0] = float(spec.get("hang_timeout_s", HANG_TIMEOUT_S[0]))
     from mpi4py import MPI  # lazy: MPI starts up on import (only in an MPI step)
 
     comm = MPI.COMM_WORLD
