@@ -115,7 +115,8 @@ def checkpoint_frame(store: StoreReader, where: str | Filter | None = None, stat
     if status is not None:
         cond = cond & (Point.status == status)
     cols = [Point.__table__.columns[c] for c in _POINT_COLUMNS]
-    stmt = select(*cols, cast(Point.config, Text).label("config"), cast(Point.layout, Text).label("layout_applied"))
+    stmt = select(*cols, cast(Point.config, Text).label("config"), cast(Point.layout, Text).label("layout_applied"),
+                  cast(Point.result, Text).label("result"))
     df = read_frame(store, stmt.where(cond).order_by(Point.point_key))
     configs = [json.loads(t) if isinstance(t, str) and t else {} for t in df["config"]]
     parts = [(c.get("checkpoint") or {}) for c in configs]
@@ -131,8 +132,30 @@ def checkpoint_frame(store: StoreReader, where: str | Filter | None = None, stat
     df = df.join(metrics, on="point_key")
     for m in metrics.columns:
         df[m] = df[m].astype("float64")
-    df["shard_bytes"] = df["checkpoint_bytes"] / df["ranks"].replace(0, np.nan)
+    shards = [_shards(t) for t in df["result"]]
+    df = df.drop(columns=["result"])
+    df["shard_bytes"] = [float(np.mean(sh)) if sh else float("nan") for sh in shards]
+    df["offsets_off_stripe"] = [_off_stripe(sh, a, st) for sh, a, st in
+                                zip(shards, df["access"], df["applied_stripe_size"], strict=True)]
     return filter_checkpoints(df, where)
+
+
+def _shards(result: Any) -> list[int]:
+    """Each rank's shard of one checkpoint (bytes), as the point's record stored them; [] where it holds none."""
+    try:
+        got = json.loads(result)["checkpoints"]["shard_bytes"] if isinstance(result, str) and result else []
+    except (ValueError, KeyError, TypeError):
+        return []
+    return [int(b) for b in got] if isinstance(got, list) else []
+
+
+def _off_stripe(shards: list[int], access: str, stripe_size: float) -> float:
+    """N-1: how many ranks after the first start their shard off a stripe boundary (their offsets are the shards'
+    prefix sums); NaN where that does not apply (N-N, striping not applied, shards unknown)."""
+    if access != "shared" or len(shards) < 2 or not stripe_size or stripe_size != stripe_size:
+        return float("nan")
+    offsets = np.cumsum(shards[:-1])
+    return float(np.count_nonzero(offsets % int(stripe_size)))
 
 
 def filter_checkpoints(df: pd.DataFrame, where: str | Filter | None) -> pd.DataFrame:

@@ -89,8 +89,14 @@ def checkpoint_record(base: dict[str, Any] = BASE, *, write: float, read: float 
             "totals": {}, "epochs": [], "nodes": [f"n{i}" for i in range(nodes)], "mpi_library": "MPICH",
             "metrics": [{"name": k, "value": float(v), "unit": UNITS[k]} for k, v in values.items()],
             "env": {"host": "h", "os": "Linux", "packages": {"numpy": "2"}, "git": {"commit": "abc", "dirty": False}},
+            "checkpoints": {"shard_bytes": _equal_shards(checkpoint_bytes, p["ranks"])},
             "fs": {"type": "lustre" if lustre else "ext4"}, "layout": layout_rec, "finished_utc": finished,
             "started_unix": 1.0, "finished_unix": 2.0}
+
+
+def _equal_shards(total: int, ranks: int) -> list[int]:
+    """``total`` bytes as ``ranks`` shards of equal size (the remainder on the last), as a record stores them."""
+    return [total // ranks] * (ranks - 1) + [total - total // ranks * (ranks - 1)]
 
 
 def add_checkpoints(store: Store, rows: list[dict[str, Any]]) -> list[str]:

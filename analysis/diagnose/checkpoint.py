@@ -30,7 +30,8 @@ from analysis.diagnose.thresholds import Thresholds
 
 #: the metrics a diagnosis reads (means of a configuration's repetitions)
 _METRICS = ["write_bandwidth_mib_s", "read_bandwidth_mib_s", "write_time_s", "fsync_time_s", "write_meta_time_s",
-            "bytes_written", "writes", "files", "checkpoint_bytes", "restore_resident_fraction", "write_to_read_s"]
+            "bytes_written", "writes", "files", "checkpoint_bytes", "restore_resident_fraction", "write_to_read_s",
+            "offsets_off_stripe", "shard_bytes"]
 
 
 @dataclass
@@ -102,26 +103,26 @@ def small_writes(f: CheckpointFacts, t: Thresholds) -> Finding | None:
 
 
 def misaligned(f: CheckpointFacts, t: Thresholds) -> Finding | None:
-    """N-1: the ranks' offsets in the shared file (their shard sizes laid end to end) off the stripe boundary, so
+    """N-1: the ranks' offsets in the shared file (the stored shards laid end to end) off the stripe boundary, so
     two ranks write into one stripe (on Lustre: extent-lock contention between them)."""
-    shard = f.get("checkpoint_bytes") / max(1, f.subject.ranks)
-    if f.subject.access != "shared" or not f.stripe_size or shard != shard or f.subject.ranks < 2:
+    bad_mean, shard = f.get("offsets_off_stripe"), f.get("shard_bytes")
+    if f.subject.access != "shared" or not f.stripe_size or bad_mean != bad_mean or f.subject.ranks < 2:
         return None
-    off = [round(i * shard) % f.stripe_size for i in range(1, f.subject.ranks)]
-    bad = sum(o != 0 for o in off)
-    frac = bad / len(off)
+    total = f.subject.ranks - 1
+    bad = round(bad_mean)
+    frac = bad / total
     fired = frac > t.misaligned_requests
-    size = math.gcd(round(shard), 2**40)  # the largest power of two that divides a shard: a stripe size it fills
+    size = math.gcd(round(shard), 2**40) if shard == shard else 0  # the largest power of two dividing a shard
     return Finding(
         code="checkpoint-misaligned", level=Level.HIGH if fired else Level.OK, title="unaligned N-1 checkpoint",
-        message=f"{bad} of {len(off)} rank offsets in the shared file ({100 * frac:.0f}%) are off the "
-                f"{f.stripe_size}-byte stripe boundary (shards of {shard:.0f} bytes laid end to end, assuming equal "
-                "shards: checkpoint bytes / ranks)", value=frac, threshold=t.misaligned_requests,
+        message=f"{bad} of {total} rank offsets in the shared file ({100 * frac:.0f}%) are off the "
+                f"{f.stripe_size}-byte stripe boundary (the ranks' shards, {shard:.0f} bytes on average, laid end "
+                "to end)", value=frac, threshold=t.misaligned_requests,
         unit="fraction of rank offsets", evidence=[f"{f.subject.ranks} ranks, one shared file",
                                                    f"stripe size {f.stripe_size} bytes"],
         fix=(["access=fpp"] + ([f"stripe_size={size}"] if 65536 <= size < f.stripe_size else [])) if fired else [],
         snippet="pad each rank's shard to a multiple of the stripe size; lfs setstripe -S SIZE CKPT_DIR" if fired
-        else "", counted={"misaligned": bad, "total": len(off)})
+        else "", counted={"misaligned": bad, "total": total})
 
 
 def fsync(f: CheckpointFacts, t: Thresholds) -> Finding | None:
