@@ -122,6 +122,8 @@ def checkpoint_frame(store: StoreReader, where: str | Filter | None = None, stat
     parts = [(c.get("checkpoint") or {}) for c in configs]
     for k, default in CHECKPOINT_KEYS.items():
         df[k] = [p.get(k, default) for p in parts]
+    # the file layout tells N-N points apart (dcp, torch); N-1 writes one file whatever checkpoint.layout says
+    df["layout"] = df["layout"].where(df["access"] != "shared", "")
     df["config_key"] = [config_key(c) for c in configs]
     df["label"] = checkpoint_labels(configs) if configs else []
     df["applied_stripe_size"] = [_applied_stripe_size(lay, ok) for lay, ok in

@@ -138,7 +138,7 @@ def test_the_best_write_is_recommended_and_overlapping_restores_cannot_be_decide
     assert write["verdict"] == "recommend" and write["best"] == "fpp dcp 8OST" and write["best_stripe_count"] == 8
     assert (write["best_access"], write["best_layout"], write["best_n"]) == ("fpp", "dcp", 3)
     assert write["best_lo"] <= write["best_mean"] <= write["best_hi"] and write["gain_lo_pct"] > 40
-    assert write["runner_up"] == "shared dcp 8OST" and (write["nodes"], write["ppn"]) == (1, 2)
+    assert write["runner_up"] == "shared 8OST" and (write["nodes"], write["ppn"]) == (1, 2)
     assert restore["verdict"] == "cannot decide" and restore["reason"].startswith("intervals overlap")
     assert notes == []
 
@@ -159,7 +159,7 @@ def test_one_repetition_or_one_choice_cannot_decide_and_cached_restores_are_left
                                    dict(write=100.0, stripe_count=1, nodes=2, resident=0.9)])
     by = {(r.phase, r.nodes): r for r in rows.itertuples()}
     assert by[("write", 1)].verdict == "cannot decide" and "repetitions missing" in by[("write", 1)].reason
-    assert by[("write", 2)].reason == "only one choice measured (shared dcp 1OST)"
+    assert by[("write", 2)].reason == "only one choice measured (shared 1OST)"
     assert ("restore", 2) not in by and notes == [
         "1 restore(s) left out: more than 10% of their files were in the page cache when the restore began, so "
         "they read memory, not the file system"]
@@ -211,8 +211,8 @@ def test_the_checkpoint_bars_show_write_and_restore_per_configuration(ck_figures
     assert xs == ["1N-2P-1OST", "1N-2P-4OST", "1N-2P-8OST", "2N-4P-4OST"]
     assert "write" in write.get_ylabel() and "MiB/s" in write.get_ylabel() and "restore" in restore.get_ylabel()
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert legend == ["fpp dcp restore=all", "fpp torch restore=none", "shared dcp restore=all",
-                      "shared dcp restore=all stripe not applied"]  # what else varies tells the series apart
+    assert legend == ["fpp dcp restore=all", "fpp torch restore=none", "shared restore=all",
+                      "shared restore=all stripe not applied"]  # what else varies tells the series apart
     heights = sorted(round(p.get_height()) for p in write.patches if p.get_height() == p.get_height())
     assert heights[:2] == [60, 70] and heights[-1] == 1203  # means of repetitions: fpp 8 OSTs is 1200 + 3
     assert sum(p.get_height() != p.get_height() for p in restore.patches) >= 1  # torch: no restore, no bar

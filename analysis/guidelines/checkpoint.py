@@ -57,7 +57,8 @@ def _choice(ck: pd.DataFrame) -> pd.Series:
     stripe = [(stripe_name(c) + (f" S{human_bytes(s)}" if sizes_vary else "")) if ok else "stripe not applied"
               for c, s, ok in zip(ck["stripe_count"], ck["stripe_size"],
                                   ck["striping_applicable"].fillna(False).astype(bool), strict=True)]
-    return ck["access"].astype(str) + " " + ck["layout"].astype(str) + " " + pd.Series(stripe, index=ck.index)
+    text = ck["access"].astype(str) + " " + ck["layout"].astype(str) + " " + pd.Series(stripe, index=ck.index)
+    return text.str.split().str.join(" ")  # N-1's layout is "" (one file, whatever checkpoint.layout says)
 
 
 def _row(sc: pd.DataFrame, metric: str, st: Settings, rng: np.random.Generator) -> dict[str, Any]:
