@@ -1,7 +1,13 @@
-"""Build the kernel's per-read loop in C (experiments/kernel/_readrun.c), optionally: without a C compiler and
-Python's headers the install goes on and the kernel reads with its Python loop (pyproject.toml holds the rest)."""
+"""Build ddlio's C helpers, optionally: the kernel's per-read loop (experiments/kernel/_readrun.c) and the payload's
+PCG64 fill (experiments/formats/_payload.c). Without a C compiler and Python's headers the install goes on, the
+kernel reads with its Python loop and the payload is filled from numpy (the same bytes; pyproject.toml holds the
+rest)."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("experiments.kernel._readrun", ["experiments/kernel/_readrun.c"], optional=True,
-                             extra_compile_args=["-O2"])])
+setup(ext_modules=[
+    Extension("experiments.kernel._readrun", ["experiments/kernel/_readrun.c"], optional=True,
+              extra_compile_args=["-O2"]),
+    Extension("experiments.formats._payload", ["experiments/formats/_payload.c"], optional=True,
+              extra_compile_args=["-O2"]),
+])

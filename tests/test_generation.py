@@ -24,9 +24,11 @@ from experiments.dataset import (
     verify_dataset,
     write_behind,
 )
+from experiments.dataset.verify import plan_sizes
 from experiments.formats import FilePayload, get_format
+from experiments.formats import base as formats_base
 from experiments.formats.base import COMPRESS_BLOCK, random_bytes
-from experiments.formats.tfrecord import frame, frame_group
+from experiments.formats.tfrecord import frame, frame_group, write_pieces
 from experiments.kernel import cache as pagecache
 from helpers import mpi_generation, point
 from lustre import Layout
@@ -70,6 +72,83 @@ def test_payloads_are_the_bytes_existing_datasets_hold(kind):
     for lo, hi, buf in groups:
         assert buf.tobytes() == old_group_bytes(p, lo, hi)
     assert hashlib.sha256(b"".join(b.tobytes() for _, _, b in groups)).hexdigest() == GOLDEN[kind]
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 127, 128, 129, 1003, 131073])
+@pytest.mark.parametrize("native", [True, False])
+def test_random_bytes_fill_in_place_and_either_way_give_the_stream(monkeypatch, n, native):
+    """The C fill (several lanes of the generator at once) and numpy's random_raw give the same bytes, in place or
+    not; a buffer longer than asked keeps its tail."""
+    if native and formats_base._FILL is None:
+        pytest.skip("experiments/formats/_payload.c is not built here (no C compiler at install)")
+    if not native:
+        monkeypatch.setattr(formats_base, "_FILL", None)
+    want = np.random.Generator(np.random.PCG64([42, 3, 7])).bytes(n)
+    assert random_bytes((42, 3, 7), n).tobytes() == want
+    out = np.full(n + 5, 0xAB, dtype=np.uint8)
+    got = random_bytes((42, 3, 7), n, out)
+    assert got.tobytes() == want and np.shares_memory(got, out) | (n == 0)
+    assert out[n:].tolist() == [0xAB] * 5
+
+
+@pytest.mark.parametrize("kind", sorted(GOLDEN))
+@pytest.mark.parametrize("threads", [0, 2])
+def test_reused_buffers_yield_the_bytes_fresh_arrays_do(kind, threads):
+    """``reuse=True`` fills a few buffers again and again: each group, read before the next is asked for, is
+    what a fresh array holds (a sample larger than a group gets a buffer of its own size)."""
+    sizes = np.concatenate([SIZES, np.array([9 * 1024 * 1024, 17], dtype=np.int64)])
+    p = FilePayload(42, 3, sizes, kind)
+    fresh = [(lo, hi, b.tobytes()) for lo, hi, b in p.iter_groups(threads=threads)]
+    reused = [(lo, hi, b.tobytes()) for lo, hi, b in p.iter_groups(threads=threads, reuse=True)]
+    assert len(fresh) >= 3 and reused == fresh
+
+
+#: sha256 of every data file (and sidecar) of a small dataset per format and layout, as the code before the payload's
+#: C fill, reused buffers and writev framing wrote them (commit 7636746): the files users' stores hold
+GOLDEN_FILES = {
+    "bin": ("b752be2b0f30e23d1f050c63a7e6fa62b5acca17a84410c1435c2316a4d9f279", ["format=bin"]),
+    "npy": ("c223b47d18e76c0e9cc0e276621b856f1635bb9c2222ab70e0ad12e9cf245c56", ["format=npy"]),
+    "npy-array": ("80f04816d2d0dabf4b5dbcce59a879525d9ab0050ecfa53944f412aa50fef14d",
+                  ["format=npy", "format.layout=array"]),
+    "npz": ("3e7edc585dfc4d1839cbbd9fbb1c24855b99eebdc18d117ad1d5a7f52c1851a9", ["format=npz"]),
+    "npz-array": ("e68fc6bede5b725760deab3fadcdbf4c403097cbcdddcca0b07697207e02c651",
+                  ["format=npz", "format.layout=array"]),
+    "tfrecord": ("bfbe6e11224e92656fdcf2ed4d7bf87a100aba649329be6bc1525bd7d38e7dae", ["format=tfrecord"]),
+    "tfrecord-example": ("2a2da4b25a87de14d9b39f62a83ba4a243601fbaa355752df09453f890e37e42",
+                         ["format=tfrecord", "format.layout=example"]),
+    "hdf5": ("b3b47ecc10db3b9c2386ded028acaab7365257029d5081b414077dbda816819f", ["format=hdf5"]),
+    "hdf5-chunked": ("388d5a157fb6d3a599cf456cca1376cbb1223c8f9a8556934470de1a67c33f76",
+                     ["format=hdf5", "format.chunk_samples=4"]),
+    "hdf5-array": ("7104d191594500c5b4798e94bf3f35199711c48a98d6e0dcf083fe661dbbaafa",
+                   ["format=hdf5", "format.layout=array"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GOLDEN_FILES))
+def test_generated_files_are_the_bytes_earlier_code_wrote(tmp_path, case):
+    digest, overrides = GOLDEN_FILES[case]
+    shape = ["workload.sample_shape=[24,24,3]", "workload.sample_size_stdev=0"] if case.endswith("-array") else []
+    spec = point(tmp_path, "workload.samples=40", "workload.samples_per_file=20", "workload.sample_size=3001",
+                 "workload.sample_size_stdev=700", *overrides, *shape)
+    plan = DatasetPlan.from_point(spec)
+    os.makedirs(plan.directory)
+    plan_sizes(plan)
+    plan_path = Path(plan.directory) / "plan.json"
+    plan_path.write_text(json.dumps(plan.to_dict()))
+    generate_here(plan_path)
+    h = hashlib.sha256()
+    for name in sorted(os.listdir(plan.directory)):
+        if name.startswith("part-"):
+            h.update(name.encode())
+            h.update(Path(plan.directory, name).read_bytes())
+    assert h.hexdigest() == digest
+
+
+def test_write_pieces_writes_more_pieces_than_one_writev_takes(tmp_path):
+    pieces = [bytes([i % 251]) * (i % 7) for i in range(3000)] + [memoryview(b"tail")]
+    with open(tmp_path / "f", "wb", buffering=0) as f:
+        assert write_pieces(f.fileno(), pieces) == sum(len(p) for p in pieces)
+    assert (tmp_path / "f").read_bytes() == b"".join(pieces)
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])

@@ -42,18 +42,41 @@ def sample_labels(n: int) -> np.ndarray:
     return np.arange(n, dtype=np.int64) % NUM_CLASSES
 
 
-def random_bytes(key: tuple[int, ...], n: int) -> np.ndarray:
-    """``n`` pseudo-random bytes (a new writable uint8 array) of the PCG64 stream seeded with ``key``.
+def _native_fill() -> Callable[..., tuple[int, int]] | None:
+    """The C fill of :mod:`experiments.formats._payload` (built at install where a C compiler is), or None."""
+    try:
+        from experiments.formats._payload import fill  # lazy: optional, built only where a C compiler was
+    except ImportError:
+        return None
+    return fill
+
+
+_FILL = _native_fill()
+_U64 = (1 << 64) - 1
+
+
+def random_bytes(key: tuple[int, ...], n: int, out: np.ndarray | None = None) -> np.ndarray:
+    """``n`` pseudo-random bytes of the PCG64 stream seeded with ``key``: a new writable uint8 array, or the first
+    ``n`` bytes of ``out`` (a writable uint8 array of at least ``n`` bytes), filled in place and returned.
 
     The very bytes ``np.random.Generator(np.random.PCG64(key)).bytes(n)`` returns (the stream every dataset has
     been generated from; ``Generator.bytes`` draws full-range uint32s, two per 64-bit output, low half first),
-    taken straight from the bit generator's 64-bit outputs in little-endian order: one pass and no copies, about
-    4x faster, and without holding the GIL.
+    taken straight from the bit generator's 64-bit outputs in little-endian order, without holding the GIL: by
+    the C fill of ``_payload.c`` where it was built (several streams of the generator at once, ~5 GB/s here, into
+    memory already faulted in), else by numpy's ``random_raw`` (~3 GB/s, a new array copied into ``out``).
     """
+    dst = np.empty(n, dtype=np.uint8) if out is None else out[:n]
+    if _FILL is not None:
+        st = np.random.PCG64(list(key)).state["state"]
+        _FILL(dst, st["state"] >> 64, st["state"] & _U64, st["inc"] >> 64, st["inc"] & _U64)
+        return dst
     raw = np.random.PCG64(list(key)).random_raw(-(-n // 8))
     if sys.byteorder != "little":
         raw = raw.byteswap()
-    return raw.view(np.uint8)[:n]
+    if out is None:
+        return raw.view(np.uint8)[:n]
+    dst[:] = raw.view(np.uint8)[:n]
+    return dst
 
 
 def parse_payload(value: object) -> str:
@@ -117,11 +140,15 @@ class FilePayload:
             out.append((lo, len(self.sizes)))
         return out
 
-    def _group_bytes(self, lo: int, hi: int) -> np.ndarray:
+    def _group_bytes(self, lo: int, hi: int, out: np.ndarray | None = None) -> np.ndarray:
+        """The bytes of samples lo..hi-1 back to back: a new array, or the start of ``out`` filled in place."""
         n = int(self.sizes[lo:hi].sum())
         if self.kind == "zeros":
-            return np.zeros(n, dtype=np.uint8)
-        buf = random_bytes((self.seed, self.file_index, lo), n)
+            if out is None:
+                return np.zeros(n, dtype=np.uint8)
+            out[:n] = 0
+            return out[:n]
+        buf = random_bytes((self.seed, self.file_index, lo), n, out)
         if self.kind == "random":
             return buf
         keep = max(1, round(COMPRESS_BLOCK / float(self.kind)))
@@ -131,40 +158,62 @@ class FilePayload:
         return buf
 
     def iter_groups(
-        self, threads: int | None = None, prepare: Callable[[int, int, np.ndarray], Any] | None = None
+        self, threads: int | None = None, prepare: Callable[[int, int, np.ndarray], Any] | None = None,
+        reuse: bool = False,
     ) -> Iterator[tuple[int, int, Any]]:
-        """Yield ``(lo, hi, bytes of samples lo..hi-1 back to back)`` in order, each a new writable uint8 array
+        """Yield ``(lo, hi, bytes of samples lo..hi-1 back to back)`` in order, each a writable uint8 array
         (or, with ``prepare``, what ``prepare(lo, hi, array)`` returns: a format's framing of the group).
 
         With ``threads`` >= 1 the groups are generated (and prepared) ahead, at most ``threads + 1`` of them (8 MiB
-        each), by that many background threads while the caller writes the current one: numpy's generator and
-        file writes release the GIL, so they run at once. ``threads=0`` generates each group in the caller's
-        thread when asked for; None: :data:`GENERATOR_THREADS`.
+        each), by that many background threads while the caller writes the current one: the generator and file
+        writes release the GIL, so they run at once. ``threads=0`` generates each group in the caller's thread
+        when asked for; None: :data:`GENERATOR_THREADS`.
+
+        ``reuse``: the arrays are ``threads + 2`` buffers filled again and again, as fio writes from the same
+        buffers: each array (and what ``prepare`` made of it) is valid until the caller asks for the next group.
+        Fresh arrays for every group cost a page fault per 4 KiB (in a VM whose host takes freed memory back, more
+        than the write); without ``reuse`` every array is the caller's to keep.
         """
         threads = GENERATOR_THREADS if threads is None else threads
         groups = self.groups()
+        free: deque[np.ndarray] = deque()
 
-        def make(lo: int, hi: int) -> Any:
-            buf = self._group_bytes(lo, hi)
+        def buffer(lo: int, hi: int) -> np.ndarray | None:
+            """A free buffer for the group (None without ``reuse``), taken in the caller's thread."""
+            if not reuse:
+                return None
+            n = int(self.sizes[lo:hi].sum())
+            while free and len(free[0]) < n:
+                free.popleft()  # too small for this group: let it go
+            return free.popleft() if free else np.empty(max(n, GROUP_BYTES), dtype=np.uint8)
+
+        def make(lo: int, hi: int, out: np.ndarray | None) -> Any:
+            buf = self._group_bytes(lo, hi, out)
             return buf if prepare is None else prepare(lo, hi, buf)
 
         if threads <= 0 or len(groups) <= 1:
             for lo, hi in groups:
-                yield lo, hi, make(lo, hi)
+                out = buffer(lo, hi)
+                yield lo, hi, make(lo, hi, out)
+                if out is not None:
+                    free.append(out)
             return
         pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ddlio-payload")
-        pending: deque[tuple[int, int, Future[Any]]] = deque()
+        pending: deque[tuple[int, int, np.ndarray | None, Future[Any]]] = deque()
         try:
             nxt = 0
             while pending or nxt < len(groups):
                 while nxt < len(groups) and len(pending) <= threads:
                     lo, hi = groups[nxt]
-                    pending.append((lo, hi, pool.submit(make, lo, hi)))
+                    out = buffer(lo, hi)
+                    pending.append((lo, hi, out, pool.submit(make, lo, hi, out)))
                     nxt += 1
-                lo, hi, fut = pending.popleft()
+                lo, hi, out, fut = pending.popleft()
                 yield lo, hi, fut.result()
+                if out is not None:  # the caller is done with it: the next group may fill it
+                    free.append(out)
         finally:  # also when the caller stops early (an error while writing): no thread is left behind
-            for _, _, fut in pending:
+            for *_, fut in pending:
                 fut.cancel()
             pool.shutdown(wait=True)
 

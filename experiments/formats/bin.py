@@ -30,7 +30,7 @@ class Bin(Format):
 
     def write(self, path: str | os.PathLike, payload: FilePayload) -> None:
         with open(path, "wb") as f:
-            for _, _, buf in payload.iter_groups():
+            for _, _, buf in payload.iter_groups(reuse=True):
                 f.write(memoryview(buf))
         fsync_path(path)
         write_index(path, offsets_of(payload.sizes.tolist()))

@@ -251,7 +251,7 @@ class HDF5(Format):
                 kw["compression"] = comp
         with h5py.File(path, "w", **self._file_kw()) as f:
             ds = f.create_dataset("data", shape=(total,), dtype=np.uint8, **kw)
-            for lo, hi, buf in payload.iter_groups():
+            for lo, hi, buf in payload.iter_groups(reuse=True):
                 ds[offsets[lo] : offsets[hi]] = buf
             f.create_dataset("offsets", data=offsets)
         fsync_path(path)
@@ -272,7 +272,7 @@ class HDF5(Format):
                 kw["compression"] = comp
         with h5py.File(path, "w", **self._file_kw()) as f:
             ds = f.create_dataset("images", shape=(n, *shape), dtype=np.uint8, **kw)
-            for lo, hi, buf in payload.iter_groups():
+            for lo, hi, buf in payload.iter_groups(reuse=True):
                 ds[lo:hi] = buf.reshape(hi - lo, *shape)
             f.create_dataset("labels", data=payload.labels)
         fsync_path(path)

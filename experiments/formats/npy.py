@@ -79,7 +79,7 @@ class NPY(ArrayFileFormat):
             header = {"descr": "|u1", "fortran_order": False, "shape": (int(offsets[-1]),)}
         with open(path, "wb") as f:
             np.lib.format.write_array_header_1_0(f, header)
-            for _, _, buf in payload.iter_groups():
+            for _, _, buf in payload.iter_groups(reuse=True):
                 f.write(memoryview(buf))
         fsync_path(path)
         if self.layout != "array":

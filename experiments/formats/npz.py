@@ -142,7 +142,7 @@ class NPZ(ArrayFileFormat):
             with zf.open("data.npy", "w", force_zip64=True) as f:
                 header = {"descr": "|u1", "fortran_order": False, "shape": (total,)}
                 np.lib.format.write_array_header_2_0(f, header)
-                for _, _, buf in payload.iter_groups():
+                for _, _, buf in payload.iter_groups(reuse=True):
                     f.write(buf)
             with zf.open("offsets.npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, offsets)
@@ -156,7 +156,7 @@ class NPZ(ArrayFileFormat):
             with zf.open("x.npy", "w", force_zip64=True) as f:
                 header = {"descr": "|u1", "fortran_order": False, "shape": (len(payload.sizes), *payload.shape)}
                 np.lib.format.write_array_header_1_0(f, header)
-                for _, _, buf in payload.iter_groups():
+                for _, _, buf in payload.iter_groups(reuse=True):
                     f.write(memoryview(buf))
             with zf.open("y.npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, payload.labels)

@@ -177,25 +177,77 @@ def frame(payload: bytes | memoryview | np.ndarray) -> bytes:
     return length + _CRC.pack(masked_crc(length)) + bytes(payload) + _CRC.pack(masked_crc(payload))
 
 
-def frame_group(payload: np.ndarray, sizes: list[int]) -> np.ndarray:
-    """The framed TFRecords of samples of ``sizes`` bytes whose payloads lie back to back in ``payload``, as one
-    array (what :func:`frame` gives for each, concatenated), for one write per group."""
-    out = np.empty(len(payload) + (HEADER + FOOTER) * len(sizes), dtype=np.uint8)
-    dst, src = memoryview(out), memoryview(payload)
+def frame_views(payload: np.ndarray, sizes: list[int]) -> list[bytes | memoryview]:
+    """The framed TFRecords of samples of ``sizes`` bytes whose payloads lie back to back in ``payload``, as the
+    pieces to write back to back (per record: its length and length checksum, a view of its payload, the payload's
+    checksum): what :func:`frame` gives for each, without copying a payload byte (:func:`write_pieces`)."""
+    import crc32c  # lazy: start-up (the conf of this module is read by `sweep.py --help`)
+
+    src = memoryview(payload)
     heads: dict[int, bytes] = {}
-    pos = start = 0
+    out: list[bytes | memoryview] = []
+    start = 0
     for s in sizes:
         head = heads.get(s)
         if head is None:
             length = struct.pack("<Q", s)
             head = heads[s] = length + _CRC.pack(masked_crc(length))
         data = src[start : start + s]
-        dst[pos : pos + HEADER] = head
-        dst[pos + HEADER : pos + HEADER + s] = data
-        dst[pos + HEADER + s : pos + HEADER + s + FOOTER] = _CRC.pack(masked_crc(data))
-        pos += HEADER + s + FOOTER
+        out += (head, data, _CRC.pack(_mask(crc32c.crc32c(data))))
         start += s
     return out
+
+
+def example_views(payload: np.ndarray, sizes: list[int], labels: list[int]) -> list[bytes | memoryview]:
+    """``layout=example``'s framed records of the images of ``sizes`` bytes back to back in ``payload`` with their
+    ``labels``, as pieces to write back to back (per record: framing and the Example's bytes before the image, a
+    view of the image, the bytes after it and the checksum), without copying an image byte."""
+    import crc32c  # lazy: start-up (the conf of this module is read by `sweep.py --help`)
+
+    src = memoryview(payload)
+    out: list[bytes | memoryview] = []
+    pos = 0
+    for s, label in zip(sizes, labels, strict=True):
+        prefix, suffix = example_parts(s, label)
+        image = src[pos : pos + s]
+        length = struct.pack("<Q", len(prefix) + s + len(suffix))
+        crc = crc32c.crc32c(suffix, crc32c.crc32c(image, crc32c.crc32c(prefix)))
+        out += (length + _CRC.pack(masked_crc(length)) + prefix, image, suffix + _CRC.pack(_mask(crc)))
+        pos += s
+    return out
+
+
+def frame_group(payload: np.ndarray, sizes: list[int]) -> np.ndarray:
+    """The framed TFRecords of samples of ``sizes`` bytes whose payloads lie back to back in ``payload``, as one
+    array (what :func:`frame` gives for each, concatenated)."""
+    return np.frombuffer(b"".join(frame_views(payload, sizes)), dtype=np.uint8)
+
+
+#: pieces one ``writev`` takes at most (the system's IOV_MAX)
+IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
+
+
+def write_pieces(fd: int, pieces: list[bytes | memoryview]) -> int:
+    """Write ``pieces`` back to back at ``fd``'s position with as few ``writev`` calls as IOV_MAX allows (the
+    kernel gathers them: no copy in Python); returns the bytes written."""
+    done = 0
+    for i in range(0, len(pieces), IOV_MAX):
+        batch = pieces[i : i + IOV_MAX]
+        want = sum(len(p) for p in batch)
+        n = os.writev(fd, batch)
+        done += n
+        if n < want:  # a short write (a signal, a full quota): the rest one piece at a time
+            for p in batch:
+                view = memoryview(p)
+                if n >= len(view):
+                    n -= len(view)
+                    continue
+                view, n = view[n:], 0
+                while view:
+                    w = os.write(fd, view)
+                    view = view[w:]
+                    done += w
+    return done
 
 
 def index_path(path: str | os.PathLike) -> Path:
@@ -291,24 +343,18 @@ class TFRecord(Format):
         offsets = np.zeros(len(payload.sizes) + 1, dtype=np.int64)
         np.cumsum(self.expected_record_bytes(payload.sizes), out=offsets[1:])
         sizes = payload.sizes.tolist()
-        if not example:
-            with open(path, "wb") as f:  # groups are framed by the threads that generate them
-                for _, _, framed in payload.iter_groups(prepare=lambda lo, hi, buf: frame_group(buf, sizes[lo:hi])):
-                    f.write(memoryview(framed))
-        else:
-            labels = payload.labels.tolist()
-            with open(path, "wb") as f:
-                for lo, hi, buf in payload.iter_groups():
-                    pos = 0
-                    for k, s in enumerate(sizes[lo:hi], start=lo):  # prefix + image + suffix, without copying it
-                        prefix, suffix = example_parts(s, labels[k])
-                        image = memoryview(buf[pos : pos + s])
-                        length = struct.pack("<Q", len(prefix) + s + len(suffix))
-                        crc = crc32c_of(suffix, crc32c_of(image, crc32c_of(prefix)))
-                        f.write(length + _CRC.pack(masked_crc(length)) + prefix)
-                        f.write(image)
-                        f.write(suffix + _CRC.pack(_mask(crc)))
-                        pos += s
+        labels = payload.labels.tolist()
+
+        def framed(lo: int, hi: int, buf: np.ndarray) -> list[bytes | memoryview]:
+            if example:
+                return example_views(buf, sizes[lo:hi], labels[lo:hi])
+            return frame_views(buf, sizes[lo:hi])
+
+        # the threads that generate each group frame it (checksums over views of the payload), and each group is
+        # written with a few writev calls from the payload's own (reused) buffer
+        with open(path, "wb", buffering=0) as f:
+            for _, _, pieces in payload.iter_groups(prepare=framed, reuse=True):
+                write_pieces(f.fileno(), pieces)
         with open(index_path(path), "wb") as f:
             np.save(f, offsets)
         fsync_path(path)
