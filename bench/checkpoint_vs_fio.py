@@ -1,0 +1,266 @@
+"""ddlio's checkpoints (``kind=checkpoint``) against fio writing and reading the same shards in the same layouts.
+
+For each transfer size and layout, one ddlio point (``kind=checkpoint checkpoint=llama3_8b checkpoint.size=SIZE
+ppn=2``: two ranks, each with its shard of the plan) and fio replaying the same bytes, side by side, in turn first
+(ABBA), ``--rounds`` times:
+
+- N-1 (``access=shared``): one file, ``checkpoint.distcp``; each rank ``pwrite()``s its shard at its offset (the
+  shards' prefix sums). fio: two psync jobs on that one file, job ``r`` at ``offset`` = the shards before it and
+  ``size`` = its shard (``offset_increment``, written out per job);
+- N-N (``access=fpp checkpoint.layout=dcp``): a file per rank, ``__<r>_0.distcp``. fio: a file per job.
+
+Every write call is ``bs`` = ``checkpoint.transfer_size`` bytes, each rank's (job's) file is fsync'd before its
+clock stops (fio: ``end_fsync=1``, which fio counts in the job's runtime; ``fsync_on_close`` is not used: fio
+took its time after its accounting, axboe/fio#831). Then the files' page cache is emptied (ddlio: its own step,
+``posix_fadvise`` DONTNEED, verified with ``mincore``; fio: the same call through ddlio's helper
+``experiments.kernel.cache.evict`` between fio's write and read jobs, verified the same way, fio's own
+``invalidate`` off so its runtime holds no eviction, axboe/fio#1422) and the same shards are read back in calls of
+the same size. ddlio also writes rank 0's ``.metadata`` index (a few hundred bytes), counted in its bytes; fio
+writes none.
+
+Figures (MiB/s): fio's, the job bytes of both jobs over the longest job's runtime (its whole job, open to the end
+of its fsync, in milliseconds); ddlio's MLPerf-style figure, the bytes over the largest per-rank duration
+(``write_throughput_gib_s``: barrier to the end of the save, fsync and index included), which is the one that is
+like fio's and the one the goal (ddlio >= 0.9 x fio at transfers >= 1 MiB) is judged by; and ddlio's Darshan-style
+figure (``write_bandwidth_mib_s``: bytes over the slowest rank's time in its calls), printed beside it. Ratios are
+ddlio / fio of the medians over rounds, and the median of each round's own ratio (paired, with its
+distribution-free interval; this VM's disk varies by 30% from one run to the next).
+
+    python bench/checkpoint_vs_fio.py                               # 64KiB,1MiB,4MiB x N-1,N-N, 5 rounds, 1 GiB
+    python bench/checkpoint_vs_fio.py --transfers 1MiB --layouts n1 --rounds 9 --dir /scratch/me/bench
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from vs_fio import median_ci  # noqa: E402
+
+from ddlio.units import format_size, parse_size  # noqa: E402
+
+MIB, GIB = 1024**2, 1024**3
+#: the layouts compared: name -> ddlio's overrides
+LAYOUTS = {"n1": ["access=shared"], "nn": ["access=fpp", "checkpoint.layout=dcp"]}
+#: the figures of one round of each tool, MiB/s (ddlio: MLPerf-style and Darshan-style; fio: its one)
+FIGURES = ("write", "read", "write_darshan", "read_darshan")
+
+
+def point(data: Path, size: int, transfer: int, layout: str, ranks: int, preset: str = "llama3_8b",
+          overrides: list[str] | None = None) -> Any:
+    """A validated ddlio checkpoint point: ``preset`` scaled to ``size`` bytes on ``ranks`` ranks of one node,
+    written and read in calls of ``transfer`` bytes, in ``layout`` (a key of :data:`LAYOUTS`)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from experiments.config import register_configs
+    from experiments.config.validate import validate
+
+    register_configs()
+    args = ["kind=checkpoint", f"checkpoint={preset}", f"checkpoint.size={size}",
+            f"checkpoint.transfer_size={transfer}", f"ppn={ranks}", *LAYOUTS[layout], *(overrides or []),
+            f"data_root={data}", f"db={data / 'bench.db'}"]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("config", overrides=args)
+    return validate(OmegaConf.to_container(cfg, resolve=True), data)
+
+
+def plan_of(spec: Any) -> Any:
+    """The point's checkpoint plan (shard bytes per rank, files, offsets)."""
+    from experiments.kinds.checkpoint import CheckpointKind
+
+    return CheckpointKind().plan(spec)
+
+
+def run_ddlio(spec: Any, run_dir: Path) -> dict[str, float]:
+    """One ddlio point, as its job runs it: its metrics (name -> value, the store's units)."""
+    from experiments.run.job import run_point
+
+    rec = run_point(spec.to_dict(), str(run_dir))
+    if rec.kind != "ddlio.result":
+        raise SystemExit(f"ddlio's checkpoint point failed: {rec.to_dict().get('error')}")
+    return {m["name"]: m["value"] for m in rec.to_dict()["metrics"]}
+
+
+def ddlio_figures(metrics: dict[str, float]) -> dict[str, float]:
+    """MiB/s of the save and the restore: MLPerf-style (bytes / the largest per-rank duration) and Darshan-style
+    (bytes / the slowest rank's time in its calls)."""
+    return {"write": metrics["write_throughput_gib_s"] * 1024, "read": metrics["read_throughput_gib_s"] * 1024,
+            "write_darshan": metrics["write_bandwidth_mib_s"], "read_darshan": metrics["read_bandwidth_mib_s"],
+            "resident": metrics["restore_resident_fraction"]}
+
+
+def fio_files(plan: Any, directory: Path) -> list[tuple[Path, int, int]]:
+    """(file, offset, bytes) of each rank's shard, as ddlio's plan lays them out in ``directory``."""
+    return [(directory / plan.data_file(r), plan.offset(r), plan.shard_bytes[r]) for r in range(plan.ranks)]
+
+
+def fio_job(shards: list[tuple[Path, int, int]], rw: str, transfer: int, sync: bool = True) -> str:
+    """A fio job file: one psync job per shard (file, offset, bytes), sequential ``rw`` (write or read) in calls of
+    ``transfer`` bytes, buffered; writes fsync'd at the end (``end_fsync``, inside the job's runtime), no
+    fallocate (ddlio allocates nothing ahead), no invalidation by fio (the caller empties the cache)."""
+    head = (f"[global]\nioengine=psync\nrw={rw}\nbs={transfer}\ndirect=0\ninvalidate=0\nfallocate=none\n"
+            f"end_fsync={1 if sync and rw == 'write' else 0}\n")
+    return head + "".join(f"[rank{r}]\nfilename={path}\noffset={off}\nsize={n}\n"
+                          for r, (path, off, n) in enumerate(shards))
+
+
+def run_fio(job_text: str, job_path: Path, rw: str, expected: int) -> dict[str, Any]:
+    """Run one fio job file: MiB/s as the bytes of all jobs over the longest job's runtime, and each job's
+    (bytes, runtime ms). Refuses a run whose bytes are not ``expected``."""
+    job_path.write_text(job_text)
+    out = subprocess.run(["fio", "--output-format=json", str(job_path)], capture_output=True, text=True,
+                         timeout=900)
+    if out.returncode != 0:
+        raise SystemExit(f"fio failed: {out.stderr.strip() or out.stdout.strip()}")
+    jobs = [(j[rw]["io_bytes"], j[rw]["runtime"]) for j in json.loads(out.stdout)["jobs"]]
+    total, longest = sum(b for b, _ in jobs), max(ms for _, ms in jobs)
+    if total != expected:
+        raise SystemExit(f"fio {rw} {total} bytes, the plan's shards are {expected}")
+    return {"mib_s": total / MIB / (longest / 1000), "jobs": jobs}
+
+
+def fio_round(plan: Any, scratch: Path, transfer: int) -> dict[str, float]:
+    """fio's save and restore of the plan's shards in a fresh directory: MiB/s of each and the residency left
+    after the eviction between them (0: emptied). The files are removed after."""
+    from experiments.kernel.cache import evict, residency
+
+    d = scratch / "fio-ckpt"
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    try:
+        shards = fio_files(plan, d)
+        expected = sum(n for _, _, n in shards)
+        w = run_fio(fio_job(shards, "write", transfer), scratch / "write.fio", "write", expected)
+        files = sorted({p for p, _, _ in shards})
+        evict(files)
+        resident = residency(files)
+        r = run_fio(fio_job(shards, "read", transfer), scratch / "read.fio", "read", expected)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return {"write": w["mib_s"], "read": r["mib_s"], "resident": resident}
+
+
+def settle(seconds: float) -> None:
+    """Start a tool's run from a quiet disk: everything written so far flushed (``sync``), then ``seconds`` of
+    nothing (the files the other tool just removed are discarded meanwhile)."""
+    os.sync()
+    time.sleep(seconds)
+
+
+def measure_cell(spec: Any, scratch: Path, transfer: int, rounds: int, pause: float = 1.0) -> dict[str, Any]:
+    """``rounds`` rounds of one cell, ddlio and fio in turn first (ABBA: a drift of the machine cancels over
+    pairs), each run after :func:`settle` (``pause`` seconds): each round's figures (MiB/s) of each tool and which
+    went first."""
+    plan = plan_of(spec)
+    out: dict[str, Any] = {"ddlio": [], "fio": [], "ddlio_first": []}
+    for k in range(rounds):
+        first = k % 2 == 0
+        out["ddlio_first"].append(first)
+        for tool in (("ddlio", "fio") if first else ("fio", "ddlio")):
+            settle(pause)
+            if tool == "ddlio":
+                out["ddlio"].append(ddlio_figures(run_ddlio(spec, scratch / "run")))
+            else:
+                out["fio"].append(fio_round(plan, scratch, transfer))
+    return out
+
+
+def summarise(cell: dict[str, Any]) -> dict[str, Any]:
+    """Medians (MiB/s) of each figure, ratios of medians ddlio / fio (MLPerf- and Darshan-style ddlio against
+    fio's one figure) and the paired ratios' medians and intervals."""
+    d, f = cell["ddlio"], cell["fio"]
+    out: dict[str, Any] = {}
+    for phase in ("write", "read"):
+        fio_med = statistics.median(x[phase] for x in f)
+        out[f"fio_{phase}"] = fio_med
+        for fig in (phase, f"{phase}_darshan"):
+            med = statistics.median(x[fig] for x in d)
+            out[f"ddlio_{fig}"] = med
+            out[f"ratio_{fig}"] = med / fio_med
+        pairs = [a[phase] / b[phase] for a, b in zip(d, f, strict=True)]
+        out[f"paired_{phase}"] = statistics.median(pairs)
+        out[f"ci_{phase}"] = median_ci(pairs)
+    out["resident"] = max(x["resident"] for x in d + f)
+    return out
+
+
+def prerequisites() -> list[str]:
+    """What this bench needs and does not find."""
+    return [] if shutil.which("fio") else ["fio (apt-get install fio)"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size", default="1GiB", help="one checkpoint's bytes, all ranks (default %(default)s)")
+    ap.add_argument("--transfers", default="64KiB,1MiB,4MiB", help="bytes of a call (default %(default)s)")
+    ap.add_argument("--layouts", default="n1,nn", help="n1 (access=shared), nn (fpp, dcp); default %(default)s")
+    ap.add_argument("--ranks", type=int, default=2, help="ranks = fio jobs (default %(default)s)")
+    ap.add_argument("--preset", default="llama3_8b", help="conf/checkpoint preset (default %(default)s)")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of each, ABBA (default %(default)s)")
+    ap.add_argument("--settle", type=float, default=1.0,
+                    help="seconds of quiet (after a sync) before each run (default %(default)s)")
+    ap.add_argument("--dir", help="scratch directory (default: a temporary one under /tmp, removed after)")
+    ap.add_argument("--runs", help="also write every round's figures to this JSON file")
+    args = ap.parse_args(argv)
+    missing = prerequisites()
+    if missing:
+        print(f"missing: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    tmp = None
+    scratch = Path(args.dir) if args.dir else Path(tmp := tempfile.mkdtemp(prefix="ddlio-ckpt-vs-fio-"))
+    scratch.mkdir(parents=True, exist_ok=True)
+    size = parse_size(args.size)
+    rows, runs = [], []
+    try:
+        for transfer in [parse_size(s) for s in args.transfers.split(",")]:
+            for layout in args.layouts.split(","):
+                spec = point(scratch, size, transfer, layout, args.ranks, args.preset)
+                shards = plan_of(spec).shard_bytes
+                cell = measure_cell(spec, scratch, transfer, args.rounds, args.settle)
+                s = summarise(cell)
+                rows.append((format_size(transfer), layout, s))
+                runs.append({"transfer": transfer, "layout": layout, "shards": list(shards), **cell})
+                if args.runs:
+                    Path(args.runs).write_text(json.dumps(runs, indent=1))
+                print(f"{format_size(transfer):>9} {layout}  shards {'+'.join(format_size(b) for b in shards)}  "
+                      f"write fio {s['fio_write']:7.1f} ddlio {s['ddlio_write']:7.1f} MiB/s "
+                      f"ratio {s['ratio_write']:4.2f} (paired {s['paired_write']:4.2f}; Darshan-style "
+                      f"{s['ratio_write_darshan']:4.2f})  read fio {s['fio_read']:7.1f} ddlio {s['ddlio_read']:7.1f} "
+                      f"ratio {s['ratio_read']:4.2f} (paired {s['paired_read']:4.2f}; Darshan-style "
+                      f"{s['ratio_read_darshan']:4.2f})  residency before reads <= {s['resident']:.3f}", flush=True)
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print(f"\nddlio / fio, {args.ranks} ranks, {format_size(size)} a checkpoint, medians of {args.rounds} rounds "
+          "(MiB/s; ratio: MLPerf-style ddlio over fio, the goal's; Darshan: ddlio's slowest-rank figure over fio)")
+    print(f"{'transfer':>9} {'layout':>6} | {'fio W':>7} {'ddlio W':>7} {'ratio':>5} {'paired [CI]':>18} "
+          f"{'Darshan':>7} | {'fio R':>7} {'ddlio R':>7} {'ratio':>5} {'paired [CI]':>18} {'Darshan':>7}")
+    for transfer, layout, s in rows:
+        cw, cr = s["ci_write"], s["ci_read"]
+        print(f"{transfer:>9} {layout:>6} | {s['fio_write']:7.1f} {s['ddlio_write']:7.1f} {s['ratio_write']:5.2f} "
+              f"{s['paired_write']:5.2f} [{cw[0]:.2f}, {cw[1]:.2f}] {s['ratio_write_darshan']:7.2f} | "
+              f"{s['fio_read']:7.1f} {s['ddlio_read']:7.1f} {s['ratio_read']:5.2f} "
+              f"{s['paired_read']:5.2f} [{cr[0]:.2f}, {cr[1]:.2f}] {s['ratio_read_darshan']:7.2f}")
+    big = [s for t, _, s in rows if parse_size(t) >= MIB]
+    if big:
+        print(f"min ratio at transfers >= 1 MiB: write {min(s['ratio_write'] for s in big):.2f}, "
+              f"read {min(s['ratio_read'] for s in big):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
