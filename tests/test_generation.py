@@ -25,8 +25,7 @@ from experiments.dataset import (
     write_behind,
 )
 from experiments.dataset.verify import plan_sizes
-from experiments.formats import FilePayload, get_format
-from experiments.formats import base as formats_base
+from experiments.formats import FilePayload, get_format, pcg64
 from experiments.formats.base import COMPRESS_BLOCK, random_bytes
 from experiments.formats.tfrecord import frame, frame_group, write_pieces
 from experiments.kernel import cache as pagecache
@@ -79,10 +78,10 @@ def test_payloads_are_the_bytes_existing_datasets_hold(kind):
 def test_random_bytes_fill_in_place_and_either_way_give_the_stream(monkeypatch, n, native):
     """The C fill (several lanes of the generator at once) and numpy's random_raw give the same bytes, in place or
     not; a buffer longer than asked keeps its tail."""
-    if native and formats_base._FILL is None:
+    if native and pcg64.FILL is None:
         pytest.skip("experiments/formats/_payload.c is not built here (no C compiler at install)")
     if not native:
-        monkeypatch.setattr(formats_base, "_FILL", None)
+        monkeypatch.setattr(pcg64, "FILL", None)
     want = np.random.Generator(np.random.PCG64([42, 3, 7])).bytes(n)
     assert random_bytes((42, 3, 7), n).tobytes() == want
     out = np.full(n + 5, 0xAB, dtype=np.uint8)
@@ -298,3 +297,30 @@ def test_write_behind_drops_what_is_written_from_the_page_cache(tmp_path):
         os.fsync(f.fileno())
     assert pagecache.residency([path]) < 0.5  # without drop-behind all of it stays cached after the writes
     assert hashlib.sha256(path.read_bytes()).digest() == hashlib.sha256(b"".join(chunks)).digest()
+
+
+def test_a_writer_forked_ahead_and_never_asked_ends_and_is_reaped(tmp_path):
+    """generation_runner forks a one-rank point's writer ahead (it loads numpy and the format's library while the
+    caller gets to generation); when the dataset turns out complete it is never asked, and it ends with its
+    runner, reaped (no process, no zombie, left behind)."""
+    import gc
+
+    from experiments.run import generation_runner
+    from experiments.run.forked import ForkedGenerator
+
+    spec = point(tmp_path, "format=hdf5")
+    assert spec.ranks == 1
+    gen = generation_runner(spec, tmp_path)
+    forked = next(c.cell_contents for c in gen.__closure__ if isinstance(c.cell_contents, list))[0]
+    pid = forked.pid
+    assert isinstance(forked, ForkedGenerator)
+    del gen, forked
+    gc.collect()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+    other = ForkedGenerator("bin", {})
+    other.close()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(other.pid, os.WNOHANG)
+    with pytest.raises(RuntimeError, match="used or closed"):
+        other.generate(str(tmp_path / "plan.json"))

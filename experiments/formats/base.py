@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -18,6 +17,7 @@ from typing import Any, ClassVar
 
 from ddlio.errors import ConfigError
 from ddlio.lazy import lazy_import
+from experiments.formats.pcg64 import random_bytes
 
 np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
@@ -40,43 +40,6 @@ NUM_CLASSES = 10
 def sample_labels(n: int) -> np.ndarray:
     """The int64 labels of a file's ``n`` samples (see :data:`NUM_CLASSES`)."""
     return np.arange(n, dtype=np.int64) % NUM_CLASSES
-
-
-def _native_fill() -> Callable[..., tuple[int, int]] | None:
-    """The C fill of :mod:`experiments.formats._payload` (built at install where a C compiler is), or None."""
-    try:
-        from experiments.formats._payload import fill  # lazy: optional, built only where a C compiler was
-    except ImportError:
-        return None
-    return fill
-
-
-_FILL = _native_fill()
-_U64 = (1 << 64) - 1
-
-
-def random_bytes(key: tuple[int, ...], n: int, out: np.ndarray | None = None) -> np.ndarray:
-    """``n`` pseudo-random bytes of the PCG64 stream seeded with ``key``: a new writable uint8 array, or the first
-    ``n`` bytes of ``out`` (a writable uint8 array of at least ``n`` bytes), filled in place and returned.
-
-    The very bytes ``np.random.Generator(np.random.PCG64(key)).bytes(n)`` returns (the stream every dataset has
-    been generated from; ``Generator.bytes`` draws full-range uint32s, two per 64-bit output, low half first),
-    taken straight from the bit generator's 64-bit outputs in little-endian order, without holding the GIL: by
-    the C fill of ``_payload.c`` where it was built (several streams of the generator at once, ~5 GB/s here, into
-    memory already faulted in), else by numpy's ``random_raw`` (~3 GB/s, a new array copied into ``out``).
-    """
-    dst = np.empty(n, dtype=np.uint8) if out is None else out[:n]
-    if _FILL is not None:
-        st = np.random.PCG64(list(key)).state["state"]
-        _FILL(dst, st["state"] >> 64, st["state"] & _U64, st["inc"] >> 64, st["inc"] & _U64)
-        return dst
-    raw = np.random.PCG64(list(key)).random_raw(-(-n // 8))
-    if sys.byteorder != "little":
-        raw = raw.byteswap()
-    if out is None:
-        return raw.view(np.uint8)[:n]
-    dst[:] = raw.view(np.uint8)[:n]
-    return dst
 
 
 def parse_payload(value: object) -> str:
@@ -325,6 +288,9 @@ class Format:
     min_psnr_db: ClassVar[float | None] = None
     #: whether a reader notices damaged data bytes (a header, framing or checksum to check); raw ``bin`` cannot
     detects_corrupt_data: ClassVar[bool] = True
+    #: the libraries its writer imports on first use (``h5py``): a writer started ahead loads them while it waits
+    #: (:mod:`experiments.run.forked`)
+    writer_libraries: ClassVar[tuple[str, ...]] = ()
     #: the format's ``layout`` choices, the first one the default (today's bytes; keyless); empty: one layout
     layouts: ClassVar[tuple[str, ...]] = ()
     #: the layouts that store N-d arrays of ``workload.sample_shape`` samples (and so need it)

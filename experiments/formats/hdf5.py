@@ -176,6 +176,7 @@ class HDF5Reader(ArrayReturningReader):
 
 class HDF5(Format):
     name = "hdf5"
+    writer_libraries = ("h5py",)
     suffix = ".h5"
     conf = HDF5Conf
     read_options = frozenset(READ_KNOBS)

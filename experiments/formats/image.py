@@ -92,6 +92,7 @@ class ImageFormat(Format):
     #: (first bytes, last bytes) of every well-formed encoded image
     signature: ClassVar[tuple[bytes, bytes]]
     read_options = frozenset({"decode"})
+    writer_libraries = ("PIL.Image",)
 
     @classmethod
     def option_problems(cls, options: dict[str, Any]) -> list[str]:

@@ -319,6 +319,7 @@ class TFRecordConf(FormatConf):
 
 class TFRecord(Format):
     name = "tfrecord"
+    writer_libraries = ("crc32c",)
     suffix = ".tfrecord"
     conf = TFRecordConf
     record_overhead = HEADER + FOOTER

@@ -87,6 +87,6 @@ static PyMethodDef methods[] = {
      "the state after the last output used."},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_payload", NULL, -1, methods, NULL, NULL, NULL, NULL};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fill", NULL, -1, methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__payload(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__fill(void) { return PyModule_Create(&module); }
