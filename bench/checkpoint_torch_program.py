@@ -11,8 +11,9 @@ a 1-D DTensor of their own.
 - ``--mode save``: fill every local part with seeded random bytes (untimed), barrier, then time ``dcp.save`` with
   DCP's own ``FileSystemWriter(sync_files=True)`` (each rank's ``__<rank>_0.distcp``, fsync'd; rank 0's
   ``.metadata`` after the ranks' writes);
-- ``--mode load``: allocate the same DTensors empty (preallocated, untimed), barrier, time ``dcp.load`` with
-  ``FileSystemReader`` into them, then compare every byte with the seeded bytes (untimed).
+- ``--mode load``: allocate the same DTensors and zero them (preallocated and touched, untimed: a model's
+  tensors exist when it restores), barrier, time ``dcp.load`` with ``FileSystemReader`` into them, then compare
+  every byte with the seeded bytes (untimed).
 
 Rank 0 writes ``--out`` (JSON): each rank's seconds in the timed call and its payload bytes.
 """
@@ -60,7 +61,8 @@ def main() -> int:
         for name, shape, lo, hi in ((f"piece{i}", (rows, ROW), 0, rows * ROW),
                                     (f"piece{i}_tail", (n - rows * ROW,), rows * ROW, n)):
             if hi > lo:
-                local = full[lo:hi].clone().view(shape) if full is not None else torch.empty(shape, dtype=torch.uint8)
+                local = (full[lo:hi].clone().view(shape) if full is not None  # the model's tensors exist, touched
+                         else torch.empty(shape, dtype=torch.uint8).fill_(0))
                 state[name] = DTensor.from_local(local, mesh, [Shard(0)], run_check=False)
         del full
     dist.barrier()

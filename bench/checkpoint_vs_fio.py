@@ -133,11 +133,27 @@ def run_fio(job_text: str, job_path: Path, rw: str, expected: int) -> dict[str, 
     return {"mib_s": total / MIB / (longest / 1000), "jobs": jobs}
 
 
-def fio_round(plan: Any, scratch: Path, transfer: int) -> dict[str, float]:
-    """fio's save and restore of the plan's shards in a fresh directory: MiB/s of each and the residency left
-    after the eviction between them (0: emptied). The files are removed after."""
+def trainer_state(plan: Any) -> list[Any]:
+    """Memory the size of every rank's shard, touched: what ddlio's ranks hold while they save and restore (a
+    trainer's state is in memory), held by the bench while fio runs, so that both tools' page cache comes from
+    the same free memory. On this VM it matters: memory freed for more than ~2 s has been handed back to the host
+    (free page reporting) and faults there when the page cache takes it (docs/benchmarks.md, Caches below the
+    client); a run that first takes a gibibyte for its state writes its checkpoint into such memory."""
+    import numpy as np
+
+    state = [np.empty(b, dtype=np.uint8) for b in plan.shard_bytes]
+    for a in state:
+        a.fill(0xA5)
+    return state
+
+
+def fio_round(plan: Any, scratch: Path, transfer: int, hold_state: bool = True) -> dict[str, float]:
+    """fio's save and restore of the plan's shards in a fresh directory, with the trainers' state held in memory
+    meanwhile (:func:`trainer_state`, unless ``hold_state`` is false): MiB/s of each and the residency left after
+    the eviction between them (0: emptied). The files are removed after."""
     from experiments.kernel.cache import evict, residency
 
+    state = trainer_state(plan) if hold_state else []
     d = scratch / "fio-ckpt"
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
@@ -151,6 +167,7 @@ def fio_round(plan: Any, scratch: Path, transfer: int) -> dict[str, float]:
         r = run_fio(fio_job(shards, "read", transfer), scratch / "read.fio", "read", expected)
     finally:
         shutil.rmtree(d, ignore_errors=True)
+        del state
     return {"write": w["mib_s"], "read": r["mib_s"], "resident": resident}
 
 
@@ -161,7 +178,8 @@ def settle(seconds: float) -> None:
     time.sleep(seconds)
 
 
-def measure_cell(spec: Any, scratch: Path, transfer: int, rounds: int, pause: float = 1.0) -> dict[str, Any]:
+def measure_cell(spec: Any, scratch: Path, transfer: int, rounds: int, pause: float = 1.0, hold_state: bool = True
+                 ) -> dict[str, Any]:
     """``rounds`` rounds of one cell, ddlio and fio in turn first (ABBA: a drift of the machine cancels over
     pairs), each run after :func:`settle` (``pause`` seconds): each round's figures (MiB/s) of each tool and which
     went first."""
@@ -175,7 +193,7 @@ def measure_cell(spec: Any, scratch: Path, transfer: int, rounds: int, pause: fl
             if tool == "ddlio":
                 out["ddlio"].append(ddlio_figures(run_ddlio(spec, scratch / "run")))
             else:
-                out["fio"].append(fio_round(plan, scratch, transfer))
+                out["fio"].append(fio_round(plan, scratch, transfer, hold_state))
     return out
 
 
@@ -213,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5, help="rounds of each, ABBA (default %(default)s)")
     ap.add_argument("--settle", type=float, default=1.0,
                     help="seconds of quiet (after a sync) before each run (default %(default)s)")
+    ap.add_argument("--no-state", action="store_true",
+                    help="run fio without the trainers' state held in memory (see trainer_state)")
     ap.add_argument("--dir", help="scratch directory (default: a temporary one under /tmp, removed after)")
     ap.add_argument("--runs", help="also write every round's figures to this JSON file")
     args = ap.parse_args(argv)
@@ -230,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
             for layout in args.layouts.split(","):
                 spec = point(scratch, size, transfer, layout, args.ranks, args.preset)
                 shards = plan_of(spec).shard_bytes
-                cell = measure_cell(spec, scratch, transfer, args.rounds, args.settle)
+                cell = measure_cell(spec, scratch, transfer, args.rounds, args.settle,
+                                    not args.no_state)
                 s = summarise(cell)
                 rows.append((format_size(transfer), layout, s))
                 runs.append({"transfer": transfer, "layout": layout, "shards": list(shards), **cell})

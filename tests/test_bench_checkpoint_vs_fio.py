@@ -1,0 +1,54 @@
+"""bench/checkpoint_vs_fio.py: fio's job files hold the plan's shards (N-1 at the prefix sums, N-N a file each),
+and one tiny run pairs a ddlio checkpoint point with fio in turn and prints its table."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import load_bench
+
+
+@pytest.fixture(scope="module")
+def ck() -> object:
+    return load_bench("checkpoint_vs_fio")
+
+
+class Plan:
+    """The three things fio_files reads of a checkpoint plan."""
+
+    def __init__(self, shards: list[int], shared: bool) -> None:
+        self.ranks, self.shard_bytes, self.shared = len(shards), shards, shared
+
+    def data_file(self, rank: int) -> str:
+        return "checkpoint.distcp" if self.shared else f"__{rank}_0.distcp"
+
+    def offset(self, rank: int) -> int:
+        return sum(self.shard_bytes[:rank]) if self.shared else 0
+
+
+def test_n1_jobs_write_one_file_at_the_prefix_sums_and_nn_jobs_a_file_each(ck):
+    n1 = ck.fio_job(ck.fio_files(Plan([300, 500], True), Path("/d")), "write", 4096)
+    assert "end_fsync=1" in n1 and "bs=4096" in n1 and "fallocate=none" in n1 and "invalidate=0" in n1
+    assert "[rank1]\nfilename=/d/checkpoint.distcp\noffset=300\nsize=500\n" in n1
+    nn = ck.fio_job(ck.fio_files(Plan([300, 300], False), Path("/d")), "read", 4096)
+    assert "end_fsync=0" in nn and "[rank1]\nfilename=/d/__1_0.distcp\noffset=0\nsize=300\n" in nn
+
+
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio not installed (apt-get install fio)")
+def test_a_tiny_run_pairs_ddlio_and_fio_in_turn_and_prints_its_table(ck, tmp_path, capsys):
+    runs = tmp_path / "runs.json"
+    rc = ck.main(["--size", "8MiB", "--transfers", "1MiB", "--layouts", "n1", "--rounds", "2", "--settle", "0",
+                  "--dir", str(tmp_path / "d"), "--runs", str(runs)])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "min ratio at transfers >= 1 MiB" in out.splitlines()[-1]
+    (cell,) = json.loads(runs.read_text())
+    assert cell["shards"] == [4 << 20, 4 << 20] and cell["ddlio_first"] == [True, False]
+    for tool in ("ddlio", "fio"):
+        assert len(cell[tool]) == 2 and all(r["write"] > 0 and r["read"] > 0 for r in cell[tool])
+        assert all(r["resident"] == 0 for r in cell[tool])  # both restores read an emptied cache
+    assert not (tmp_path / "d" / "fio-ckpt").exists()  # fio's files removed
