@@ -16,7 +16,9 @@ took its time after its accounting, axboe/fio#831). Then the files' page cache i
 ``experiments.kernel.cache.evict`` between fio's write and read jobs, verified the same way, fio's own
 ``invalidate`` off so its runtime holds no eviction, axboe/fio#1422) and the same shards are read back in calls of
 the same size. ddlio also writes rank 0's ``.metadata`` index (a few hundred bytes), counted in its bytes; fio
-writes none.
+writes none. While fio runs, the bench holds memory the size of the shards, touched, as ddlio's ranks hold their
+state (:func:`trainer_state`; ``--no-state`` leaves it out): on this VM the page cache of a run that first takes a
+GiB for its state lands in memory already handed back to the host, and writes into it run at a half or a third.
 
 Figures (MiB/s): fio's, the job bytes of both jobs over the longest job's runtime (its whole job, open to the end
 of its fsync, in milliseconds); ddlio's MLPerf-style figure, the bytes over the largest per-rank duration
