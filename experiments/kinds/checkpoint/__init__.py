@@ -65,6 +65,8 @@ def _phase_metrics(prefix: str, verb: str, per_rank: list[list[dict[str, Any]]])
     }
     if prefix == "write":
         out["fsync_time_s"] = max(sum(f["fsync_s"] for f in rank) for rank in per_rank)
+    else:
+        out["read_copy_time_s"] = max(sum(f.get("copy_s", 0.0) for f in rank) for rank in per_rank)
     return out
 
 
@@ -117,6 +119,8 @@ class CheckpointKind(WorkloadKind):
         Metric("read_lat_p50_us", "us", "median read call latency"),
         Metric("read_lat_p99_us", "us", "99th percentile read call latency"),
         Metric("reads", "", "read calls, all ranks"),
+        Metric("read_copy_time_s", "s", "the slowest rank's time copying the pieces it read into its state, as "
+                                        "DCP's load and torch.load + load_state_dict do"),
         Metric("restore_resident_fraction", "", "page-cache residency of the checkpoint files before the restore "
                                                 "(worst node; 0 = emptied)"),
         Metric("write_to_read_s", "s", "seconds from the last save's end to the restore's start (MLPerf: <= 30)"),

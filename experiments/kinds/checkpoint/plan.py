@@ -251,7 +251,10 @@ def check_options(problems: list[str], options: Mapping[str, Any], ranks: int, p
                             f"{format_size(need)} and the file system at data_root has {format_size(free)} free: "
                             "lower checkpoint.size or checkpoint.count, or free space")
     if memory is not None:
-        node = max(sum(plan.shard_bytes[n * ppn:(n + 1) * ppn]) for n in range(max(1, ranks // max(1, ppn))))
+        # a rank holds its shard, and while restoring the piece it is reading (before it is copied into the state)
+        held = [b + max((p for _, p in plan.pieces[plan.source(r)]), default=0) for r, b in
+                enumerate(plan.shard_bytes)]
+        node = max(sum(held[n * ppn:(n + 1) * ppn]) for n in range(max(1, ranks // max(1, ppn))))
         if node > memory * MEMORY_SHARE:
             problems.append(f"the ranks of one node hold {format_size(node)} of shards in memory (a trainer's state "
                             f"is in memory when it saves it), more than {MEMORY_SHARE:.0%} of the "
