@@ -154,6 +154,7 @@ def fio_round(plan: Any, scratch: Path, transfer: int, hold_state: bool = True) 
     meanwhile (:func:`trainer_state`, unless ``hold_state`` is false): MiB/s of each and the residency left after
     the eviction between them (0: emptied). The files are removed after."""
     from experiments.kernel.cache import evict, residency
+    from lustre import drop_client_cache
 
     state = trainer_state(plan) if hold_state else []
     d = scratch / "fio-ckpt"
@@ -164,6 +165,7 @@ def fio_round(plan: Any, scratch: Path, transfer: int, hold_state: bool = True) 
         expected = sum(n for _, _, n in shards)
         w = run_fio(fio_job(shards, "write", transfer), scratch / "write.fio", "write", expected)
         files = sorted({p for p, _, _ in shards})
+        drop_client_cache(files)  # a client's own cache (ceph-fuse's object cache), as ddlio's step empties it
         evict(files)
         resident = residency(files)
         r = run_fio(fio_job(shards, "read", transfer), scratch / "read.fio", "read", expected)
