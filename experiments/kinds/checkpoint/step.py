@@ -34,6 +34,7 @@ from ddlio.errors import KernelError
 from ddlio.metrics import histogram
 from ddlio.mpistep import announce_started, last_words
 from ddlio.plain import write_json_atomic
+from experiments.formats.pcg64 import random_bytes
 from experiments.kernel.guards import guarded_barrier, inject
 from experiments.kinds.checkpoint.plan import METADATA, CheckpointPlan
 from lustre.io import StorageIO
@@ -46,17 +47,9 @@ FILL_CHUNK = 64 << 20
 
 def fill(buf: np.ndarray, seed: int, k: int, shard: int) -> None:
     """Fill ``buf`` (uint8) with checkpoint ``k``'s bytes of ``shard``: random (incompressible), deterministic in
-    (seed, k, shard), so a restore can be checked against them without keeping a copy."""
-    bits = np.random.PCG64([seed, k, shard])
-    n = len(buf)
-    for start in range(0, n, FILL_CHUNK):
-        part = buf[start:start + FILL_CHUNK]
-        words = len(part) // 8
-        if words:
-            part[:words * 8].view(np.uint64)[:] = bits.random_raw(words)
-        tail = len(part) - words * 8
-        if tail:
-            part[words * 8:] = np.frombuffer(bits.random_raw(1).tobytes()[:tail], dtype=np.uint8)
+    (seed, k, shard), so a restore can be checked against them without keeping a copy (the PCG64 stream datasets
+    are generated from: :func:`experiments.formats.pcg64.random_bytes`)."""
+    random_bytes((seed, k, shard), len(buf), out=buf)
 
 
 class Counter:
@@ -216,7 +209,7 @@ def _read_range(io: StorageIO, phase: Phase, fd: Any, view: memoryview, offset: 
         phase.lat.append(dt)
         phase.data_ns += dt
         if n <= 0:
-            raise KernelError(f"{what}: the file ends {want - at} bytes before the shard does")
+            raise KernelError(f"{what}: the file ends {want - at} bytes before the shard or index does")
         at += n
         phase.bytes += n
 
@@ -225,19 +218,8 @@ def _read_index(io: StorageIO, phase: Phase, path: Path, transfer: int) -> dict[
     fd = phase.timed_meta(io.open, path)
     phase.files += 1
     try:
-        size = io.size(fd)
-        raw = bytearray(size)
-        view, at = memoryview(raw), 0
-        while at < size:
-            t = _ns()
-            n = io.read_into(fd, view[at:at + transfer], at)
-            dt = _ns() - t
-            phase.lat.append(dt)
-            phase.data_ns += dt
-            if n <= 0:
-                raise KernelError(f"{path}: the index ends at {at} of its {size} bytes")
-            at += n
-            phase.bytes += n
+        raw = bytearray(io.size(fd))
+        _read_range(io, phase, fd, memoryview(raw), 0, transfer, f"the index {path}")
     finally:
         phase.timed_meta(io.close, fd)
     return json.loads(bytes(raw))
