@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from analysis.diagnose.findings import LUSTRE_SNIPPET, FindingFn
+from analysis.diagnose.findings import FindingFn, stripe_snippet
 from analysis.diagnose.model import Finding, Level, Subject
 from analysis.diagnose.thresholds import Thresholds
 
@@ -52,6 +52,17 @@ def redundant_reads(s: Subject, t: Thresholds) -> Finding | None:
         fix=["cache=warm"] if fired else [], counted={"bytes_read": s.fs_bytes, "span": s.below_max_offset})
 
 
+def _readahead_snippet(fs_type: str) -> str:
+    """The read-ahead knob of ``fs_type`` (Lustre's, CephFS's client, a local disk's; NFS's mount option)."""
+    if fs_type == "lustre":
+        return "Lustre: lctl set_param llite.*.max_read_ahead_per_file_mb=4"
+    if fs_type == "cephfs":
+        return "CephFS: mount with rasize=4194304 (kernel client) or client_readahead_max_bytes (ceph-fuse)"
+    if fs_type.startswith("nfs"):
+        return "NFS: mount with a smaller rsize, or lower the read_ahead_kb of its BDI (/sys/class/bdi/*/read_ahead_kb)"
+    return "local disk: blockdev --setra 256 DEV (read-ahead in 512-byte sectors)"
+
+
 def readahead(s: Subject, t: Thresholds) -> Finding | None:
     """Emulated points: bytes fetched from storage over bytes the read calls returned (read-ahead that fetched
     pages nobody read, or pages fetched twice)."""
@@ -63,8 +74,8 @@ def readahead(s: Subject, t: Thresholds) -> Finding | None:
         code="readahead", level=Level.WARN if fired else Level.OK, title="storage reads over read calls",
         message=f"storage delivered {s.storage_bytes} bytes for {s.fs_bytes} the read calls returned ({ratio:.3g}x)",
         value=ratio, threshold=t.storage_over_calls, unit="storage bytes / read-call bytes",
-        snippet="Lustre: lctl set_param llite.*.max_read_ahead_per_file_mb=4; local: blockdev --setra 256 DEV"
-        if fired else "", counted={"storage_bytes": s.storage_bytes, "fs_bytes": s.fs_bytes})
+        snippet=_readahead_snippet(s.fs_type) if fired else "",
+        counted={"storage_bytes": s.storage_bytes, "fs_bytes": s.fs_bytes})
 
 
 def stripe_layout(s: Subject, t: Thresholds) -> Finding | None:
@@ -91,7 +102,7 @@ def stripe_layout(s: Subject, t: Thresholds) -> Finding | None:
                        unit="stripe count / stripes a file fills")
     return Finding(code="stripe-layout", level=level, title="stripe count vs files and readers", message=msg,
                    value=value, threshold=thr, unit="ratio", evidence=[f"{s.num_files} file(s), {readers} reader(s)"],
-                   fix=fix, snippet=LUSTRE_SNIPPET.format(count=fix[0].split("=")[1], size=s.stripe_size))
+                   fix=fix, snippet=stripe_snippet(s, fix[0].split("=")[1], s.stripe_size))
 
 
 def au_low(s: Subject, t: Thresholds) -> Finding | None:

@@ -20,29 +20,78 @@ DRISHTI = {
     "imbalance-writes": "P21", "imbalance-reads": "P22",
 }
 LUSTRE_SNIPPET = "lfs setstripe -c {count} -S {size} DATA_DIR   # before any file exists; lfs getstripe to check"
+CEPHFS_SNIPPET = ("setfattr -n ceph.dir.layout -v \"stripe_count={count} stripe_unit={size}\" DATA_DIR   # before any "
+                  "file exists; getfattr -n ceph.file.layout to check")
+
+
+def stripe_snippet(s: Subject, count: int | str, size: int | None) -> str:
+    """The command that sets a stripe layout on the subject's file system (Lustre's ``lfs setstripe``, CephFS's
+    layout attribute; Lustre's where the file system is unknown, as an observed run's Lustre record implies)."""
+    return (CEPHFS_SNIPPET if s.fs_type == "cephfs" else LUSTRE_SNIPPET).format(count=count, size=size)
 
 
 def _pct(x: float) -> str:
     return f"{100 * x:.2f}%"
 
 
+def _mean_au(s: Subject) -> float | None:
+    """The subject's accelerator utilisation (mean over its epochs with emulated compute; None without any)."""
+    aus = [e.au for e in s.epochs if e.au is not None and e.compute_s > 0]
+    return sum(aus) / len(aus) if aus else None
+
+
+def small_read_snippet(s: Subject) -> str:
+    """What to change outside ddlio against small reads, in the terms of the subject's format and loader (one line
+    each; "" when nothing fits): an HDF5 chunk cache for HDF5 only, a tf.data read buffer for tf.data only, a
+    DataLoader's workers for PyTorch only, collective MPI-IO for a shared file."""
+    out = []
+    if s.format == "hdf5":
+        out.append("HDF5: read whole chunks (H5Pset_chunk_cache; h5py: File(..., rdcc_nbytes=...))")
+    elif s.format == "tfrecord":
+        out.append("TFRecord: fewer, larger reads (tf.data.TFRecordDataset(files, buffer_size=8 << 20))")
+    elif s.format in ("npz", "npy", "jpeg", "png", "bin"):
+        out.append(f"{s.format}: pack samples into larger files (a record format: TFRecord, WebDataset shards)")
+    if s.reader == "torch":
+        out.append("PyTorch: DataLoader(num_workers=8, prefetch_factor=4) to overlap the reads")
+    elif s.reader == "tf":
+        out.append("tf.data: .prefetch(tf.data.AUTOTUNE), num_parallel_reads=tf.data.AUTOTUNE")
+    if s.access == "shared" and s.kind == "observed":
+        out.append("MPI-IO: aggregate with collective reads (MPI_File_read_all, romio_cb_read=enable)")
+    return "\n".join(out)
+
+
 def _small(s: Subject, t: Thresholds, op: str) -> Finding | None:
     total, small = (s.reads, s.small_reads) if op == "read" else (s.writes, s.small_writes)
     if not total:
         return None
+    title = f"small {op} requests"
+    if op == "read" and not s.size_bins:  # reads counted, their sizes not: unknown, never "ok" (a gate must see it)
+        return Finding(
+            code="small-reads", level=Level.WARN, title=title,
+            message=f"no size bins recorded for {total} read calls (reader={s.reader or '?'}): small reads cannot "
+                    "be judged", unit="fraction of calls", evidence=[f"{len(s.points)} point(s)"],
+            counted={"small": None, "total": total, "judged": False})
     frac = small / total
-    fired = bool(small) and frac > t.small_requests and small > t.small_requests_absolute
+    over = bool(small) and frac > t.small_requests
+    fired = over and small > t.small_requests_absolute
     fix = ["workload.read_threads=4", "workload.prefetch=4"] if op == "read" else []
     if op == "read" and s.format in ("jpeg", "png", "npy", "npz"):
         fix.append("format=tfrecord")
+    au = _mean_au(s) if op == "read" else None
+    fed = fired and au is not None and au >= t.au_min  # the accelerator did not wait on them: info, not high
+    level = (Level.INFO if fed else Level.HIGH) if fired else Level.INFO if over else Level.OK
+    message = f"{small} of {total} {op} calls ({_pct(frac)}) are below {t.small_bytes} bytes"
+    if over and not fired:
+        message += f": too few reads to judge ({small} small, the floor is {t.small_requests_absolute})"
+    elif fed:
+        message += f"; the accelerator was fed (AU {au:.3f} >= {t.au_min}), so they cost no training time"
     return Finding(
-        code=f"small-{op}s", level=Level.HIGH if fired else Level.OK, title=f"small {op} requests",
-        message=f"{small} of {total} {op} calls ({_pct(frac)}) are below {t.small_bytes} bytes",
+        code=f"small-{op}s", level=level, title=title, message=message,
         value=frac, threshold=t.small_requests, unit="fraction of calls",
         evidence=[f"{len(s.points)} point(s)" if s.kind == "configuration" else f"{s.num_files} file(s) read"],
-        fix=fix if fired else [],
-        snippet="HDF5: read whole chunks (H5Pset_chunk_cache) or aggregate with collective MPI-IO" if fired else "",
-        counted={"small": small, "total": total})
+        fix=fix if level == Level.HIGH else [],
+        snippet=small_read_snippet(s) if level == Level.HIGH else "",
+        counted={"small": small, "total": total, "judged": fired or not over})
 
 
 def small_reads(s: Subject, t: Thresholds) -> Finding | None:
@@ -86,8 +135,9 @@ def misaligned(s: Subject, t: Thresholds) -> Finding | None:
         if s.format == "hdf5":
             fix.append(f"format.alignment={s.alignment}")
     if level == Level.HIGH:
-        snippet = (LUSTRE_SNIPPET.format(count=s.stripe_count or 1, size=s.alignment)
-                   + f"\nHDF5: H5Pset_alignment(fapl, 0, {s.alignment})  # h5py: File(..., alignment_interval=...)")
+        snippet = stripe_snippet(s, s.stripe_count or 1, s.alignment)
+        if s.format == "hdf5" or s.kind == "observed":
+            snippet += f"\nHDF5: H5Pset_alignment(fapl, 0, {s.alignment})  # h5py: File(..., alignment_interval=...)"
     return Finding(
         code="misaligned", level=level, title="misaligned requests",
         message=f"{bad} of {ops} requests ({_pct(frac)}) start off a {s.alignment}-byte boundary (the layout's "
@@ -124,18 +174,28 @@ def random_reads(s: Subject, t: Thresholds) -> Finding | None:
 
 def _shared_small(s: Subject, t: Thresholds, op: str) -> Finding | None:
     total, small = (s.shared_reads, s.shared_small_reads) if op == "read" else (s.shared_writes, s.shared_small_writes)
-    if not total:
+    if not total or (op == "read" and not s.size_bins):  # unbinned reads: small-reads says so once
         return None
     frac = small / total
-    fired = frac > t.small_requests and small > t.small_requests_absolute
-    fix = ["access=fpp", "workload.read_threads=4"] if fired and op == "read" else []
+    over = bool(small) and frac > t.small_requests
+    fired = over and small > t.small_requests_absolute
+    au = _mean_au(s) if op == "read" else None
+    fed = fired and au is not None and au >= t.au_min
+    level = (Level.INFO if fed else Level.HIGH) if fired else Level.INFO if over else Level.OK
+    message = f"{small} of {total} {op}s to shared files ({_pct(frac)}) are below {t.small_bytes} bytes"
+    if over and not fired:
+        message += f": too few reads to judge ({small} small, the floor is {t.small_requests_absolute})"
+    elif fed:
+        message += f"; the accelerator was fed (AU {au:.3f} >= {t.au_min}), so they cost no training time"
+    high = level == Level.HIGH
+    fix = ["access=fpp", "workload.read_threads=4"] if high and op == "read" else []
+    snippet = ("MPI-IO: collective reads (MPI_File_read_all) with romio_cb_read=enable" if s.kind == "observed"
+               else small_read_snippet(s)) if high else ""
     return Finding(
-        code=f"shared-small-{op}s", level=Level.HIGH if fired else Level.OK, title=f"small {op}s to a shared file",
-        message=f"{small} of {total} {op}s to shared files ({_pct(frac)}) are below {t.small_bytes} bytes",
+        code=f"shared-small-{op}s", level=level, title=f"small {op}s to a shared file", message=message,
         value=frac, threshold=t.small_requests, unit="fraction of shared-file calls",
         evidence=[f"shared: {', '.join(s.shared_files[:5])}" if s.shared_files else f"access={s.access}"],
-        fix=fix, snippet="MPI-IO: collective reads (MPI_File_read_all) with romio_cb_read=enable" if fired else "",
-        counted={"small": small, "total": total})
+        fix=fix, snippet=snippet, counted={"small": small, "total": total, "judged": fired or not over})
 
 
 def shared_small_reads(s: Subject, t: Thresholds) -> Finding | None:

@@ -165,3 +165,6 @@ class Subject:
     epochs: Sequence[EpochFacts] = dataclasses.field(default_factory=list)  # an EpochTable when read
     cache_policy: str = ""
     repro: str = ""  # observed: the command that emulates the run (import-darshan --workload-out)
+    fs_type: str = ""  # the data's file system (lustre, cephfs, ext4, ...; "" unknown): the advice fits it
+    reader: str = ""  # the loader (native, tf, torch; "" for an observed run): the advice fits it
+    size_bins: bool = True  # whether the read calls' size bins were recorded (small reads can be judged)

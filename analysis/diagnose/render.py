@@ -20,10 +20,15 @@ def _num(v: float | None) -> str:
     return "" if v is None else f"{v:.4g}"
 
 
+def by_severity(diags: list[Diagnosis]) -> list[Diagnosis]:
+    """The diagnoses worst first (high, warn, info, ok), in their given order within a level."""
+    return sorted(diags, key=lambda d: -d.worst)
+
+
 def rows(diags: list[Diagnosis]) -> list[dict[str, Any]]:
     """One flat row per finding (:data:`CSV_COLUMNS`)."""
     out = []
-    for d in diags:
+    for d in by_severity(diags):
         for f in d.findings:
             out.append({"kind": d.subject.kind, "subject": d.subject.key, "label": d.subject.label, "code": f.code,
                         "drishti": DRISHTI.get(f.code, ""), "level": str(f.level), "title": f.title,
@@ -36,7 +41,7 @@ def to_json(diags: list[Diagnosis]) -> str:
     return json.dumps([{"kind": d.subject.kind, "subject": d.subject.key, "label": d.subject.label,
                         "points": d.subject.points, "worst": str(d.worst), "reproduce": d.reproduce,
                         "findings": [{**f.as_dict(), "drishti": DRISHTI.get(f.code)} for f in d.findings]}
-                       for d in diags], indent=2, default=str) + "\n"
+                       for d in by_severity(diags)], indent=2, default=str) + "\n"
 
 
 def to_csv(diags: list[Diagnosis]) -> str:
@@ -53,7 +58,7 @@ def to_text(diags: list[Diagnosis], show_ok: bool = False) -> str:
     if not diags:
         return "nothing to diagnose: no completed points or observed runs (matching the filter)\n"
     lines = []
-    for d in diags:
+    for d in by_severity(diags):
         s = d.subject
         what = ("observed run" if s.kind == "observed" else f"{len(s.points)} checkpoint point(s)"
                 if s.kind == "checkpoint" else f"{len(s.points)} point(s)")
@@ -91,7 +96,7 @@ def to_html_section(diags: list[Diagnosis]) -> str:
     head = "".join(f"<th>{c}</th>" for c in ("subject", "level", "code", "finding", "value / threshold", "evidence",
                                               "sweep next", "outside ddlio"))
     body = []
-    for d in diags:
+    for d in by_severity(diags):
         shown = [f for f in d.findings if f.level != Level.OK]
         ok = len(d.findings) - len(shown)
         for f in sorted(shown, key=lambda f: -f.level):

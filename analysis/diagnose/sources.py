@@ -123,14 +123,16 @@ def _configuration(key: str, g: _Group) -> Subject:
         shared_reads=reads if first.access == "shared" else 0,
         shared_small_reads=sum(hist[:5]) if first.access == "shared" else 0,
         stripe_count=stripe_count, stripe_size=stripe_size, alignment=stripe_size,
-        epochs=g.epochs, cache_policy=first.cache_policy or "",
+        epochs=g.epochs, cache_policy=first.cache_policy or "", fs_type=str(first.fs_type or ""),
+        reader=str(cfg.get("reader") or "native"), size_bins=not reads or sum(hist) > 0,
     )
 
 
 #: a point's columns a diagnosis reads (JSON columns as text: parsed once per configuration, or per repeated text)
 _POINT_COLUMNS = ("point_key", "label", "config", "layout", "result", "striping_applicable", "ranks", "access",
                   "format", "format_options", "sample_size", "samples_per_file", "num_files", "posix_reads",
-                  "posix_size_hist", "bytes_read", "posix_bytes_read", "os_read_bytes", "cache_policy")
+                  "posix_size_hist", "bytes_read", "posix_bytes_read", "os_read_bytes", "cache_policy",
+                  "fs_type")
 _JSON_COLUMNS = ("config", "layout", "result", "format_options", "posix_size_hist")
 _Row = collections.namedtuple("_Row", _POINT_COLUMNS)
 #: the columns read for every point (what :class:`_Group` sums); the others are read for a group's first point only
