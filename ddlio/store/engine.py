@@ -41,19 +41,31 @@ def db_url(db: str) -> str:
     ``postgres://`` becomes ``postgresql+psycopg://`` (psycopg 3, the driver of the ``postgres`` extra: SQLAlchemy
     2.0 would pick psycopg2, 2.1 psycopg 3); any other URL is kept."""
     if "://" not in db:
-        return f"sqlite:///{Path(db).expanduser().resolve()}"
+        return f"sqlite:///{_quote_path(str(Path(db).expanduser().resolve()))}"
     scheme, rest = db.split("://", 1)
     if scheme in ("postgresql", "postgres"):
         return f"postgresql+psycopg://{rest}"
     return db
 
 
+def _quote_path(path: str) -> str:
+    """``path`` as the database part of a SQLite URL: the characters a URL parser reads otherwise (``%`` an escape,
+    ``?`` the start of a query, ``#`` a fragment) are %-escaped, so the store is the file named and no other; a path
+    without them is kept as it is (its store id, and so its run folders, unchanged)."""
+    return path.replace("%", "%25").replace("?", "%3F").replace("#", "%23")
+
+
 def _parse(db: str) -> URL:
     try:
-        return make_url(db_url(db))
+        url = make_url(db_url(db))
     except (ArgumentError, ValueError) as e:
         raise StoreError(f"db={mask(db)} is not a database URL ({e}): give a SQLite file path or one of: "
                          + "; ".join(SUPPORTED.values())) from None
+    if url.get_backend_name() == "sqlite" and (not url.database or url.database == ":memory:"
+                                               or url.query.get("mode") == "memory"):
+        raise StoreError(f"db={mask(db)} is an in-memory SQLite database, which keeps nothing once ddlio exits: "
+                         "give a file path (results.db) or sqlite:///ABSOLUTE/PATH")
+    return url
 
 
 def describe(url: URL) -> str:

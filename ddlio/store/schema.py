@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from sqlalchemy import delete, func, insert, inspect, select, text
-from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.engine import URL, Connection, Engine, Inspector
 
 from ddlio.identity import config_digest
 from ddlio.store.engine import MIN_FREE_BYTES, StoreError, _db_errors, _engine, _load_driver, _parse, describe
@@ -20,15 +20,13 @@ _PG_SCHEMA_LOCK = 0x64646C696F
 
 def _inspect(conn: Connection) -> tuple[int, list[str], list[str]]:
     """(schema version, missing nullable columns, missing NOT NULL columns) of the store behind ``conn``.
-    Version 0: no ddlio table yet; 1: the tables written before versions were recorded (no meta table)."""
+    Version 0: no table at all (a new or empty database); 1: the tables written before versions were recorded (no
+    schema version row, and no table but ddlio's). A database holding other tables and no ddlio schema version is
+    someone else's: :class:`StoreError` (see :func:`_version`)."""
     insp = inspect(conn)
     tables = set(insp.get_table_names())
-    if Meta.__tablename__ in tables:
-        value = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).scalar()
-        version = int(value) if value and str(value).isdigit() else 1
-    elif "points" in tables:
-        version = 1
-    else:
+    version = _version(conn, insp, tables)
+    if version == 0:
         return 0, [], []
     nullable, required = [], []
     for table in Base.metadata.sorted_tables:
@@ -41,7 +39,39 @@ def _inspect(conn: Connection) -> tuple[int, list[str], list[str]]:
         for col in table.columns:
             if col.name not in have:
                 (nullable if col.nullable else required).append(f"{table.name}.{col.name}")
+    if required and Meta.__tablename__ not in tables:
+        raise _not_ours(conn, tables)  # no mark, and not even the shape of an unversioned store: someone else's
     return version, nullable, required
+
+
+def _version(conn: Connection, insp: Inspector, tables: set[str]) -> int:
+    """The schema version of the store whose tables are ``tables``, proven by ddlio's own mark: the
+    ``schema_version`` row of its ``ddlio_meta`` table. Without that row it is 0 for a database without tables, 1
+    for a store of the ddlio that wrote no version (its ``points`` table, no table that is not ddlio's, and, checked
+    by :func:`_inspect`, every NOT NULL column of ddlio's tables); any other database is refused, before anything
+    is added to it."""
+    if Meta.__tablename__ in tables and {"key", "value"} <= {c["name"] for c in insp.get_columns(Meta.__tablename__)}:
+        value = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).scalar()
+        if value is not None and str(value).isdigit():
+            return int(value)
+    if not tables:
+        return 0
+    foreign = sorted(tables - set(Base.metadata.tables))
+    if "points" in tables and not foreign:
+        return 1
+    raise _not_ours(conn, tables)
+
+
+def _not_ours(conn: Connection, tables: set[str]) -> StoreError:
+    """The message for a database that holds ``tables`` and no ddlio schema version."""
+    foreign = sorted(tables - set(Base.metadata.tables)) or sorted(tables)
+    shown = ", ".join(foreign[:4]) + (" ..." if len(foreign) > 4 else "")
+    other = ("another database (CREATE DATABASE ddlio, then db=postgresql://USER@HOST/ddlio)"
+             if conn.dialect.name == "postgresql" else "a new file name")
+    return StoreError(f"db={describe(conn.engine.url)} is not a ddlio results store: it holds tables of its own "
+                     f"({shown}) and no ddlio schema version (table {Meta.__tablename__}); ddlio creates its tables "
+                     f"only in an empty database and writes only to its own stores: give {other}, or the store you "
+                     "meant")
 
 
 def _check_sqlite_path(url: URL, db: str, write: bool) -> bool:

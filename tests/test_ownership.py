@@ -1,0 +1,97 @@
+"""What ddlio may create, extend or replace (issue 37): a store only where none exists or where ddlio's own schema
+version marks it; no in-memory or misnamed store; outputs, dataset files, run folders and flush files replaced or
+changed only where ddlio proves it wrote them (a marker or manifest it keeps), never by a column name."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ddlio.store import Store, StoreError, check_store, open_store_for_reading, store_id
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _one_line(p, *needles: str) -> str:
+    err = p.stderr.strip()
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "Traceback" not in p.stdout + p.stderr
+    assert len(err.splitlines()) == 1, err
+    for n in needles:
+        assert n in err, err
+    return err
+
+
+def _foreign_db(path: Path) -> None:
+    """A user's SQLite file with a ``points`` table that even has a ``point_key`` column."""
+    with sqlite3.connect(path) as c:
+        c.execute("CREATE TABLE points (point_key TEXT, score REAL)")
+        c.execute("CREATE TABLE notes (body TEXT)")
+        c.execute("INSERT INTO points VALUES ('a', 1.0)")
+
+
+# ------------------------------------------------------------------------------------------------------ stores
+def test_a_sqlite_file_that_is_not_a_ddlio_store_is_refused_before_any_job(sweep, tmp_path):
+    db = tmp_path / "mine.db"
+    _foreign_db(db)
+    before = _digest(db)
+    p = sweep("workload=tiny", f"db={db}")
+    _one_line(p, "not a ddlio results store", "notes", "new file name")
+    assert _digest(db) == before
+    assert not (tmp_path / "data").exists()  # no dataset, no run folder
+
+
+@pytest.mark.parametrize("tables", [["points"], ["points", "notes"], ["ddlio_meta"], ["results"]])
+def test_writers_and_readers_refuse_a_database_without_ddlios_mark(tmp_path, tables):
+    db = tmp_path / "mine.db"
+    with sqlite3.connect(db) as c:
+        for t in tables:  # a points table made by someone else: same name, other columns, and a foreign table
+            c.execute(f"CREATE TABLE {t} (point_key TEXT, other TEXT)")
+    before = _digest(db)
+    with pytest.raises(StoreError, match="not a ddlio results store"):
+        Store(str(db))
+    with pytest.raises(StoreError, match="not a ddlio results store"):
+        open_store_for_reading(str(db))
+    assert _digest(db) == before
+
+
+def test_a_new_or_empty_sqlite_file_becomes_a_store_and_stays_one(tmp_path):
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    no_tables = tmp_path / "no-tables.db"
+    sqlite3.connect(no_tables).close()
+    for db in (empty, no_tables, tmp_path / "new.db"):
+        Store(str(db)).engine.dispose()
+        assert check_store(str(db), write=True) > 0  # marked now: extended again, read as ddlio's
+        assert open_store_for_reading(str(db)).version > 0
+
+
+@pytest.mark.parametrize("db", ["sqlite://", "sqlite:///:memory:", "sqlite:///file:x?mode=memory&uri=true"])
+def test_an_in_memory_store_is_refused(db):
+    for write in (True, False):
+        with pytest.raises(StoreError, match="in-memory SQLite database, which keeps nothing"):
+            check_store(db, write=write)
+
+
+def test_an_in_memory_store_is_refused_by_a_sweep_in_one_line(sweep, tmp_path):
+    _one_line(sweep("workload=tiny", "db=sqlite://"), "in-memory", "keeps nothing")
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("name", ["a?b.db", "a#b.db", "a%41b.db", "100%.db", "a?mode=ro.db"])
+def test_a_file_name_with_url_characters_is_the_store_written(tmp_path, name):
+    store = Store(str(tmp_path / name))
+    store.engine.dispose()
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm", "-journal"))) == [name]
+    assert open_store_for_reading(str(tmp_path / name)).version > 0
+
+
+def test_a_plain_path_keeps_its_store_id(tmp_path):
+    """Run folders are named by the store id: a path without URL characters keeps the id it always had."""
+    path = tmp_path / "plain results.db"
+    assert store_id(str(path)) == hashlib.sha256(f"sqlite:///{path}".encode()).hexdigest()[:12]
