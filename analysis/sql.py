@@ -182,10 +182,51 @@ def _timeout_s(value: str) -> float:
     return t
 
 
+#: the most rows ``--max-rows`` may ask for (they are held in memory; past this, add LIMIT/WHERE or export)
+MAX_ROWS_LIMIT = 100_000_000
+
+
 def _max_rows(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a row count: give a whole number >= 1")
-    return int(value)
+    """``--max-rows``: a whole number from 1 to :data:`MAX_ROWS_LIMIT` (``1e6`` is read as 1000000)."""
+    try:
+        n = int(value)
+    except ValueError:
+        try:
+            f = float(value)
+        except ValueError:
+            f = 0.0
+        n = int(f) if math.isfinite(f) and f.is_integer() else 0
+    if not 1 <= n <= MAX_ROWS_LIMIT:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a row count: give a whole number from 1 to "
+                                         f"{MAX_ROWS_LIMIT} (more rows: `python -m analysis export`)")
+    return int(n)
+
+
+def _blob_text(v: Any) -> Any:
+    """A BLOB cell as SQL writes it, ``X'00FF'`` (hex), so every output format can show it; other cells as they are."""
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return "X'" + bytes(v).hex().upper() + "'"
+    return v
+
+
+def _unique_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with a column named as an earlier one renamed ``name_2``, ``name_3`` ...: a JSON object's keys are
+    unique (``SELECT 1 AS b, 2 AS b``)."""
+    seen: dict[str, int] = {}
+    names = []
+    for c in map(str, df.columns):
+        seen[c] = seen.get(c, 0) + 1
+        names.append(c if seen[c] == 1 else f"{c}_{seen[c]}")
+    return df.set_axis(names, axis=1)
+
+
+def _printable(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its BLOB cells as :func:`_blob_text` (JSON has no bytes; CSV and tables would show b'...')."""
+    out = df.copy()
+    for i in range(out.shape[1]):  # by position: a statement may name two columns alike
+        if out.dtypes.iloc[i].kind == "O":
+            out.iloc[:, i] = out.iloc[:, i].map(_blob_text)
+    return out
 
 
 def setup_parser(parser: argparse.ArgumentParser) -> None:
@@ -209,10 +250,11 @@ def main(args: argparse.Namespace) -> int:
         except argparse.ArgumentTypeError as e:
             raise DdlioError(f"DDLIO_QUERY_TIMEOUT_S={e}") from None
     df, cut = run_query(args.db or default_db(), args.sql, timeout, args.max_rows)
+    df = _printable(df)
     if args.format == "csv":
         df.to_csv(sys.stdout, index=False)
     elif args.format == "json":
-        sys.stdout.write(df.to_json(orient="records", indent=1) + "\n")
+        sys.stdout.write(_unique_columns(df).to_json(orient="records", indent=1) + "\n")
     elif df.empty:
         print(f"no rows ({', '.join(map(str, df.columns))})")
     else:

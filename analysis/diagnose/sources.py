@@ -13,6 +13,7 @@ import collections
 import functools
 import json
 import os
+import shlex
 import sys
 from typing import Any
 
@@ -219,8 +220,10 @@ def observed_subject(key: str, label: str, rec: dict[str, Any]) -> Subject:
     stripe = d.get("lustre_stripe_count")
     name = f"observed-{key.removeprefix('darshan-')[:8]}"
     fmt = rec.get("format") if rec.get("format") in _FORMATS else "bin"  # as import-darshan's preset suggests
-    repro = (f"python -m analysis import-darshan {rec.get('log', 'LOG')} --workload-out conf/workload/{name}.yaml"
-             f" && python sweep.py workload={name} access={rec.get('access', 'shared')} format={fmt}") \
+    log = shlex.quote(str(rec["log"])) if rec.get("log") else "LOG"  # a user's path: quoted for the shell
+    access = shlex.quote(str(rec.get("access") or "shared"))
+    repro = (f"python -m analysis import-darshan {log} --workload-out conf/workload/{name}.yaml"
+             f" && python sweep.py workload={name} access={access} format={fmt}") \
         if rec.get("posix_reads") else ""
     return Subject(
         kind="observed", key=key, label=label, points=[key], ranks=int(rec.get("ranks") or 0),

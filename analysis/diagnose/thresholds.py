@@ -94,12 +94,12 @@ DESCRIPTIONS = {
 }
 
 
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def _flatten(data: dict[str, Any], prefix: str = "", depth: int = 0) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in data.items():
         name = f"{prefix}_{k}" if prefix else str(k)
-        if isinstance(v, dict):
-            out.update(_flatten(v, name))
+        if isinstance(v, dict) and depth < 4:  # deeper: no threshold is named so, refused as unknown
+            out.update(_flatten(v, name, depth + 1))
         else:
             out[name] = v
     return out
@@ -117,6 +117,45 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
                      + ("" if kind is bool else " >= 0"))
 
 
+#: the largest settings file read (bytes): a thresholds file is a few hundred bytes
+MAX_SETTINGS_BYTES = 1 << 20
+
+
+def _parse_settings(p: Path) -> Any:
+    """The JSON or YAML object in the settings file ``p``; DdlioError (one line) for a file that is too big, not
+    text, does not parse, or uses YAML anchors/aliases (a threshold file needs none, and aliases are how a small
+    file expands into a huge or recursive one)."""
+    hint = "name a JSON or YAML settings file of threshold names and values (see --thresholds)"
+    try:
+        with p.open("rb") as f:
+            raw = f.read(MAX_SETTINGS_BYTES + 1)
+    except OSError as e:
+        raise DdlioError(f"diagnose: --config {p}: cannot read it ({e.strerror or e})") from None
+    if len(raw) > MAX_SETTINGS_BYTES:
+        raise DdlioError(f"diagnose: --config {p} is larger than {MAX_SETTINGS_BYTES} bytes; {hint}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DdlioError(f"diagnose: --config {p} is not UTF-8 text (a binary file?); {hint}") from None
+    if "\0" in text:
+        raise DdlioError(f"diagnose: --config {p} is not text (it holds NUL bytes; a binary file?); {hint}")
+    try:
+        if p.suffix in (".yaml", ".yml"):
+            import yaml  # lazy: only settings files in YAML need it
+
+            if any(isinstance(ev, yaml.AliasEvent) for ev in yaml.parse(text, Loader=yaml.SafeLoader)):
+                raise DdlioError(f"diagnose: --config {p} uses YAML aliases (*name); write each value out")
+            return yaml.safe_load(text) or {}
+        return json.loads(text)
+    except DdlioError:
+        raise
+    except RecursionError:
+        raise DdlioError(f"diagnose: --config {p} is nested too deeply; {hint}") from None
+    except Exception as e:  # json and yaml raise their own error types for a file that does not parse
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise DdlioError(f"diagnose: --config {p} does not parse ({type(e).__name__}: {first})") from None
+
+
 def load_thresholds(path: str | Path | None) -> Thresholds:
     """The defaults, overridden by the settings file at ``path`` (JSON or YAML); DdlioError for a bad file."""
     if path is None:
@@ -124,16 +163,7 @@ def load_thresholds(path: str | Path | None) -> Thresholds:
     p = Path(path)
     if not p.is_file():
         raise DdlioError(f"diagnose: --config {p} is not a file; name a JSON or YAML settings file")
-    text = p.read_text()
-    try:
-        if p.suffix in (".yaml", ".yml"):
-            import yaml  # lazy: only settings files in YAML need it
-
-            data = yaml.safe_load(text) or {}
-        else:
-            data = json.loads(text)
-    except Exception as e:  # json and yaml raise their own error types for a file that does not parse
-        raise DdlioError(f"diagnose: --config {p} does not parse ({type(e).__name__}: {e})") from e
+    data = _parse_settings(p)
     if not isinstance(data, dict):
         raise DdlioError(f"diagnose: --config {p} must hold a mapping of threshold names to values")
     defaults = Thresholds().as_dict()
