@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy import Text, cast, select
 
-from analysis.outputs import PARQUET_KEY, check_file, write_with
+from analysis.outputs import PARQUET_KEY, check_file, record_output, write_with
 from analysis.query import epochs_frame
 from ddlio.errors import DdlioError
 from ddlio.store import Point, StoreReader, open_store_for_reading
@@ -37,6 +37,7 @@ def write(df: pd.DataFrame, fmt: str, out: str | None) -> str:
             df.to_csv(sys.stdout, index=False)
             return "stdout"
         write_with(Path(out), lambda tmp: df.to_csv(tmp, index=False))
+        record_output(Path(out))  # a CSV carries no mark: its directory's manifest says ddlio wrote it
         return out
     if out is None:
         raise DdlioError("--format parquet needs --out FILE (Parquet is binary; it is not written to a terminal)")

@@ -9,13 +9,16 @@ full disk leaves no partial or empty output; a write that fails is bad input nam
 
 How ddlio recognises its own outputs: HTML carries ``<meta name='generator' content='ddlio ...'>``; a workload
 preset carries the ``python -m analysis import-darshan --workload-out`` comment it is written with; a CSV export
-starts with a header row of store columns (``point_key`` among them); a Parquet export carries ``ddlio`` in its
-schema's metadata; a figure directory holds a manifest (:data:`MANIFEST`) naming the files ddlio wrote there.
+is listed, with the SHA-256 of the bytes ddlio wrote, in the manifest :data:`OUTPUTS` of its directory (a CSV
+carries no mark of its own, and a header that happens to name ``point_key`` proves nothing; a file changed since
+is no longer ddlio's); a Parquet export carries ``ddlio`` in its schema's metadata; a figure directory holds a
+manifest (:data:`MANIFEST`) naming the files ddlio wrote there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import tempfile
 from collections.abc import Callable, Iterable
@@ -27,14 +30,14 @@ from ddlio.errors import DdlioError
 SHIPPED_CONF = Path(__file__).resolve().parents[1] / "conf"
 #: in a figure directory: the names of the files ddlio wrote there, one a line
 MANIFEST = ".ddlio-figures"
+#: in an output's directory: ``<sha256>  <name>`` of each output file ddlio wrote there without a mark inside
+OUTPUTS = ".ddlio-outputs"
 #: the mark an HTML output carries (inserted into its <head>)
 HTML_MARK = "<meta name='generator' content='ddlio'>"
 #: the line a workload preset written by import-darshan carries
 YAML_MARK = "# python -m analysis import-darshan --workload-out"
 #: the key of a Parquet export's schema metadata
 PARQUET_KEY = b"ddlio"
-#: an earlier ddlio's HTML report (before the mark) began so
-_OLD_HTML = "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>"
 
 
 class OutputError(DdlioError):
@@ -56,14 +59,13 @@ def _head(path: Path, n: int = 4096) -> str:
 def ours(path: Path, kind: str) -> bool:
     """Whether the existing file ``path`` is recognisably one ddlio wrote, as output ``kind`` (html, yaml, csv,
     parquet)."""
+    if _recorded(path):
+        return True
     head = _head(path)
     if kind == "html":
-        return HTML_MARK in head or head.startswith(_OLD_HTML)
+        return HTML_MARK in head
     if kind == "yaml":
         return YAML_MARK in head
-    if kind == "csv":
-        cols = head.split("\n", 1)[0].strip().split(",")
-        return "point_key" in cols and all(c.isidentifier() for c in cols)
     if kind == "parquet":
         try:
             import pyarrow.parquet as pq  # lazy: pyarrow is heavy and only a Parquet output needs it
@@ -73,6 +75,39 @@ def ours(path: Path, kind: str) -> bool:
             return False
         return PARQUET_KEY in meta
     return False
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _outputs(directory: Path) -> dict[str, str]:
+    """The manifest :data:`OUTPUTS` of ``directory``: name -> SHA-256 of what ddlio wrote (empty when none)."""
+    try:
+        lines = (directory / OUTPUTS).read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    return {name: digest for digest, _, name in (line.partition("  ") for line in lines) if name}
+
+
+def _recorded(path: Path) -> bool:
+    """Whether ``path`` holds, byte for byte, what ddlio recorded writing there (:data:`OUTPUTS`)."""
+    digest = _outputs(path.parent).get(path.name)
+    try:
+        return digest is not None and path.is_file() and _sha256(path) == digest
+    except OSError:
+        return False
+
+
+def record_output(path: Path) -> None:
+    """Record the file ``path`` ddlio has just written in its directory's manifest :data:`OUTPUTS`, so that a
+    later run may replace it (and only while it holds those bytes)."""
+    entries = {**_outputs(path.parent), path.name: _sha256(path)}
+    write_file(path.parent / OUTPUTS, "".join(f"{d}  {n}\n" for n, d in sorted(entries.items())))
 
 
 def _probe(directory: Path, what: str, named: Path) -> None:
@@ -99,6 +134,8 @@ def check_file(path: str | os.PathLike, kind: str, force: bool = False, what: st
     p = Path(path)
     if str(path) == "" or p.name in ("", ".", ".."):
         raise OutputError(f"{what} {str(path)!r}: name a file")
+    if p.name in (OUTPUTS, MANIFEST):
+        raise OutputError(f"{what} {p}: {p.name} is the manifest where ddlio lists its outputs: name another file")
     full = p.resolve()
     if _shipped(full) and full.exists() and not (kind == "yaml" and full.is_file() and ours(full, kind)):
         raise OutputError(f"{what} {p}: a file shipped with ddlio ({SHIPPED_CONF.name}/) is never replaced, not "

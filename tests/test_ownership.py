@@ -9,8 +9,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from test_store import fake_result
 
 from ddlio.store import Store, StoreError, check_store, open_store_for_reading, store_id
+from helpers import point
 
 
 def _digest(path: Path) -> str:
@@ -95,3 +97,52 @@ def test_a_plain_path_keeps_its_store_id(tmp_path):
     """Run folders are named by the store id: a path without URL characters keeps the id it always had."""
     path = tmp_path / "plain results.db"
     assert store_id(str(path)) == hashlib.sha256(f"sqlite:///{path}".encode()).hexdigest()[:12]
+
+
+# ----------------------------------------------------------------------------------------------------- outputs
+@pytest.fixture
+def small_store(tmp_path) -> Path:
+    """A store with one stored point (no sweep: written through the store's own writer)."""
+    db = tmp_path / "s.db"
+    store = Store(str(db))
+    assert store.record(fake_result(point(tmp_path)))
+    store.engine.dispose()
+    return db
+
+
+def _export(*args: str) -> int:
+    from analysis.__main__ import main as analysis_main
+
+    return analysis_main(["export", *args])
+
+
+def test_export_keeps_a_users_csv_whose_header_names_point_key(small_store, tmp_path, capsys):
+    mine = tmp_path / "mine.csv"
+    mine.write_text("point_key,score\nmy-run,0.5\n")
+    assert _export("--db", str(small_store), "--out", str(mine)) == 2
+    err = capsys.readouterr().err
+    assert "was not written by ddlio" in err and "--force" in err and len(err.strip().splitlines()) == 1
+    assert mine.read_text() == "point_key,score\nmy-run,0.5\n"
+
+
+def test_export_replaces_its_own_csv_until_someone_changes_it(small_store, tmp_path, capsys):
+    out = tmp_path / "e.csv"
+    assert _export("--db", str(small_store), "--out", str(out)) == 0
+    assert "point_key" in out.read_text().splitlines()[0]
+    assert _export("--db", str(small_store), "--out", str(out)) == 0  # its own, byte for byte: replaced
+    out.write_text(out.read_text() + "a row of mine\n")  # now the user's
+    assert _export("--db", str(small_store), "--out", str(out)) == 2
+    assert out.read_text().endswith("a row of mine\n")
+    capsys.readouterr()
+    assert _export("--db", str(small_store), "--out", str(tmp_path / ".ddlio-outputs")) == 2
+    assert "manifest" in capsys.readouterr().err
+
+
+def test_an_html_file_is_ddlios_only_by_its_mark(tmp_path):
+    from analysis.outputs import HTML_MARK, ours
+
+    page = tmp_path / "p.html"
+    page.write_text("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>mine</title></head></html>")
+    assert not ours(page, "html")  # looking like ddlio's report proves nothing
+    page.write_text(f"<!DOCTYPE html><html><head>{HTML_MARK}<title>r</title></head></html>")
+    assert ours(page, "html")
