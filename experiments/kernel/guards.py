@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ddlio.mpistep import last_words
@@ -31,7 +32,9 @@ def guarded_barrier(comm: Any, timeout_s: float, what: str) -> None:
 
 def fault_of(point: PointSpec, rank: int) -> str | None:
     """Fault injection for testing failure handling: ``DDLIO_FAULT=crash@RANK[:FORMAT]``, ``kill@RANK[:FORMAT]``
-    or ``hang@RANK[:FORMAT]`` makes that rank crash (exit 9), be killed by SIGKILL, or hang in its first epoch."""
+    or ``hang@RANK[:FORMAT]`` makes that rank crash (exit 9), be killed by SIGKILL, or hang in its first epoch.
+    Every reader takes it: native and tf.data in the training loop, PyTorch's DataLoader in the process that reads
+    (each worker, or the rank itself with no workers: :meth:`experiments.kernel.torchset.FileSamples.fault`)."""
     spec = os.environ.get("DDLIO_FAULT", "")
     if not spec:
         return None
@@ -72,17 +75,22 @@ class ProgressWatch:
         self.batches = 0
         self.window = 0
         self._first: tuple[Any, int] = (None, 0)  # (the epoch's arrays, a read every read before which returned)
+        #: what the loader says it was waiting for when it stalled (None: the first read not returned, from ``ep``)
+        self.where: Callable[[], str] | None = None
         self.last = time.monotonic()
         self.allowed_until = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="ddlio-progress-watch", daemon=True)
         self._thread.start()
 
-    def start_epoch(self, epoch: int, ep: Any, lanes: list[Any], window: int | None = None) -> None:
+    def start_epoch(self, epoch: int, ep: Any, lanes: list[Any], window: int | None = None,
+                    where: Callable[[], str] | None = None) -> None:
         """The timed loop of ``epoch`` begins, over the per-sample arrays ``ep`` read by ``lanes``; ``window``:
         how many reads past the first one not returned can have returned (the batches in flight, in samples;
-        default the whole epoch)."""
-        self.ep, self.lanes, self.batches = ep, lanes, 0
+        default the whole epoch). A loader whose reads happen out of the kernel's sight (tf.data's threads, a
+        DataLoader's workers) leaves ``ep`` unfilled, reports each batch it receives, and gives ``where``: what
+        it was waiting for, said when it stalls."""
+        self.ep, self.lanes, self.batches, self.where = ep, lanes, 0, where
         self.window = len(ep.lat) if window is None else max(1, int(window))
         self.last, self.allowed_until = time.monotonic(), 0.0
         self.epoch = epoch
@@ -131,6 +139,8 @@ class ProgressWatch:
         """What the rank was doing when it stalled: the first read of the epoch that has not returned."""
         head = (f"rank {self.comm.rank} made no progress for {self.timeout_s:g} s in epoch {epoch} (no read "
                 f"returned and no batch finished; cluster.hang_timeout_s)")
+        if self.where is not None:
+            return f"{head}: {self.where()}"
         try:
             k = ep.lat.index(0)
         except ValueError:

@@ -175,6 +175,8 @@ class Kernel:
         posix.epoch_layer(m, io0, io1, snaps, ep.lat, ep.size, per_sample=loader.reads_per_sample)
         if rec.posix is not None and self.fs_layer:  # counted in the processes that read, summed over them
             m.posix_reads, m.posix_bytes_read, m.os_read_bytes = rec.posix
+            if rec.posix_sizes is not None:  # binned there as this process bins its own (posix.bin_spans)
+                posix.fill_sizes(m, rec.posix_sizes)
         self.planned.append(planned)
         if self.trace:
             self._log_epoch(epoch, ids, ep)

@@ -166,12 +166,25 @@ def epoch_layer(m: RankEpoch, io0: bytes, io1: bytes, snaps: list[LaneSnaps], la
     if not per_sample:
         return
     h = SizeHistogram.empty()
-    for texts, spans in snaps:
-        for (calls, nbytes), (ka, kb) in zip(sample_deltas(texts), spans, strict=True):
-            if ka < 0:  # a file's open: its reads count, its time is metadata time
-                h.add_sample(calls, nbytes, 0)
-            else:
-                h.add_batch(calls, nbytes, size[ka:kb], lat[ka:kb])
+    for lane in snaps:
+        bin_spans(h, lane, size, lat)
+    fill_sizes(m, h)
+
+
+def bin_spans(h: SizeHistogram, snaps: LaneSnaps, size: list[int], lat: list[int]) -> None:
+    """Add one reading thread's spans to ``h``: ``snaps`` its counter texts and spans (a lane's, or a DataLoader
+    worker's batch: :meth:`experiments.kernel.torchset.FileSamples.__getitems__`), ``size``/``lat`` the bytes and
+    latency (ns) of the samples the spans index."""
+    texts, spans = snaps
+    for (calls, nbytes), (ka, kb) in zip(sample_deltas(texts), spans, strict=True):
+        if ka < 0:  # a file's open: its reads count, its time is metadata time
+            h.add_sample(calls, nbytes, 0)
+        else:
+            h.add_batch(calls, nbytes, size[ka:kb], lat[ka:kb])
+
+
+def fill_sizes(m: RankEpoch, h: SizeHistogram) -> None:
+    """``m``'s size bins and the time of the reads in them (s) from ``h``."""
     m.posix_size_hist = h.counts
     m.posix_size_approx = h.approx
     m.posix_size_from_app = h.from_app

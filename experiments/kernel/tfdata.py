@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -154,9 +155,12 @@ def prime(tf: Any) -> None:
         tf._ddlio_primed = True
 
 
-def iterate(ds: Any, compute: list[float], step: Any = None) -> tuple[list[int], int, int, float]:
+def iterate(ds: Any, compute: list[float], step: Any = None, watch: Any = None,
+            fault: Callable[[], None] | None = None) -> tuple[list[int], int, int, float]:
     """The training loop over ``ds``: per batch the wait for ``next()`` (ns), then its compute (``compute``, s;
-    ``step(seconds)`` does it, default a sleep). Returns (waits per batch ns, samples, total wait ns, compute s)."""
+    ``step(seconds)`` does it, default a sleep). ``watch``: the progress guard told of each batch and its compute
+    (:class:`~experiments.kernel.guards.ProgressWatch`, its epoch started by the caller); ``fault``: called after the
+    first batch (fault injection). Returns (waits per batch ns, samples, total wait ns, compute s)."""
     perf = time.perf_counter_ns
     lat: list[int] = []
     samples = wait = 0
@@ -174,23 +178,32 @@ def iterate(ds: Any, compute: list[float], step: Any = None) -> tuple[list[int],
         wait += dt
         lat.append(dt)
         samples += int((x[0] if isinstance(x, tuple) else x).shape[0])
+        if fault is not None and b == 0:
+            fault()
         c = compute[b] if b < len(compute) else (compute[-1] if compute else 0.0)
         if c > 0:
+            if watch is not None:
+                watch.computing(c)
             if step is None:
                 t = perf()
                 time.sleep(c)
                 compute_s += (perf() - t) / 1e9
             else:
                 compute_s += step(c)
+        if watch is not None:
+            watch.batch_done()
         b += 1
     return lat, samples, wait, compute_s
 
 
 def run_epoch(tf: Any, plan: Any, point: PointSpec, epoch: int, ranks: int, rank: int, ids: np.ndarray,
-              lane: Any, compute: list[float], step: Any = None) -> dict[str, Any]:
+              lane: Any, compute: list[float], step: Any = None, watch: Any = None, ep: Any = None,
+              fault: str | None = None) -> dict[str, Any]:
     """Read one epoch through tf.data; returns bytes (rchar), the plan, samples, per-batch latencies (ns), the
     loop's wait (ns) and compute (s). ``step(seconds)`` is the emulated compute of a batch, returning its wall
-    time in seconds (:meth:`experiments.kernel.compute.Compute.run`; default a sleep)."""
+    time in seconds (:meth:`experiments.kernel.compute.Compute.run`; default a sleep). ``watch`` (with ``ep``, the
+    kernel's arrays of the epoch): the progress guard, told of every batch tf.data delivers; ``fault``: the
+    ``DDLIO_FAULT`` this rank injects in its first epoch (``hang`` before the first batch, the others after it)."""
     counted = [0]  # generator path: the bytes ddlio's read calls returned (rchar would add index/metadata reads)
     if plan.format == "tfrecord":
         ds, planned = tfrecord_dataset(tf, plan, point, epoch, ranks, rank)
@@ -199,7 +212,22 @@ def run_epoch(tf: Any, plan: Any, point: PointSpec, epoch: int, ranks: int, rank
     ds = batched(tf, ds, plan, point)
     prime(tf)
     r0 = rchar()
-    lat, samples, wait, compute_s = iterate(ds, compute, step)
+    if watch is not None:
+        folder = os.path.dirname(lane.paths[0]) if lane.paths else "?"
+        watch.start_epoch(epoch, ep, [], window=1, where=lambda: (
+            f"tf.data delivered no batch after its first {watch.batches} (its reading threads hung or stalled "
+            f"on the {plan.format} files in {folder})"))
+    after: Callable[[], None] | None = None
+    if fault is not None:
+        from experiments.kernel.guards import inject  # the kernel's fault hooks
+
+        if fault == "hang":
+            inject(fault, rank)
+
+        def after() -> None:
+            inject(fault, rank)
+
+    lat, samples, wait, compute_s = iterate(ds, compute, step, watch, after)
     nbytes = rchar() - r0 if plan.format == "tfrecord" else counted[0]
     return {"bytes": nbytes, "rchar": rchar() - r0, "planned": planned, "samples": samples, "lat": lat, "wait_ns": wait,
             "compute_s": compute_s}

@@ -38,6 +38,24 @@ from experiments.kernel.sampling import epoch_ids
 INSTALL_HINT = TORCH_INSTALL_HINT
 
 
+#: ``workload.device``'s choices: the device each batch is copied to, as a training step does before its model
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def choose_device(torch: Any, asked: str) -> Any:
+    """The device each batch is copied to: ``cuda`` where asked, or with ``auto`` where an accelerator is present
+    (``torch.cuda.is_available()``); None (the batch stays in host memory, nothing copied) for ``cpu`` or ``auto``
+    without one. ``cuda`` asked without one is a KernelError (validation cannot see the nodes' devices)."""
+    if asked == "cpu":
+        return None
+    if torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    if asked == "cuda":
+        raise KernelError("workload.device=cuda but PyTorch sees no CUDA device on this node "
+                          "(torch.cuda.is_available() is False): use workload.device=auto or cpu")
+    return None
+
+
 def import_torch() -> Any:
     """PyTorch, or an ImportError that says how to install it."""
     try:
@@ -93,6 +111,12 @@ class TorchLoader:
                                                   drop_last=self.drop, num_workers=workers, collate_fn=collate,
                                                   pin_memory=bool(w.pin_memory), **extra)
         self.record = plan.record_bytes()
+        #: where each batch goes after the DataLoader, as a training step moves it to its model (None: stays)
+        self.device = choose_device(torch, str(getattr(w, "device", "auto")))
+        self.non_blocking = bool(w.pin_memory) and self.device is not None
+        #: per epoch, the seconds the batches' copies to :attr:`device` took (in the loop's time, apart from its
+        #: wait for the DataLoader and its compute)
+        self.copy_s: list[float] = []
         #: per epoch, the files each worker process opened (in the order the workers first delivered a batch)
         self.opens_per_worker: list[list[int]] = []
 
@@ -104,19 +128,27 @@ class TorchLoader:
             ids = ids[: len(ids) // self.batch * self.batch]
         return ids
 
-    def run_epoch(self, epoch: int, compute: list[float], step: Any) -> dict[str, Any]:
+    def run_epoch(self, epoch: int, compute: list[float], step: Any, watch: Any = None, ep: Any = None,
+                  fault: str | None = None, rank: int = 0) -> dict[str, Any]:
         """Iterate one epoch: per batch the wait for ``next()`` (ns) and the batch's compute (``compute``, s;
         ``step(seconds)`` runs it and returns its wall time). Returns the figures the kernel stores (bytes, the
-        plan, samples, per-sample latencies (ns), the loop's wait (ns), compute (s), opens, both layers' reads)."""
+        plan, samples, per-sample latencies (ns), the loop's wait (ns), compute (s), opens, both layers' reads).
+        ``watch`` (with ``ep``, the kernel's arrays of the epoch): the progress guard, told of every batch the
+        DataLoader delivers, so a hung, stopped or dead worker fails the point within ``cluster.hang_timeout_s``;
+        ``fault``: the ``DDLIO_FAULT`` the process that reads injects (:meth:`FileSamples.arm`)."""
         self.sampler.set_epoch(epoch)
         want = self.planned_ids()
+        self.dataset.arm(fault, rank)  # before the workers start: they take the dataset as it is now
         perf = time.perf_counter_ns
         parts: list[dict[str, Any]] = []
-        wait = 0
+        wait = copy = 0
         compute_s = 0.0
         with warnings.catch_warnings():  # pin_memory without an accelerator: PyTorch says so, and skips it
             warnings.filterwarnings("ignore", message=".*pin_memory.*")
             it = iter(self.loader)
+            if watch is not None:
+                pids = [w.pid for w in getattr(it, "_workers", [])]
+                watch.start_epoch(epoch, ep, [], window=1, where=lambda: self._stalled(pids, watch.batches))
             b = 0
             while True:
                 t = perf()
@@ -125,15 +157,47 @@ class TorchLoader:
                 except StopIteration:
                     wait += perf() - t
                     break
+                except RuntimeError as e:  # a worker that died: PyTorch says which
+                    raise KernelError(f"epoch {epoch}: the DataLoader failed after {b} batches: "
+                                      f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
                 wait += perf() - t
-                part.pop("x")  # the batch the model would train on
+                copy += self._to_device(part.pop("x"))  # the batch the model would train on, on its device
                 parts.append(part)
                 c = compute[b] if b < len(compute) else (compute[-1] if compute else 0.0)
                 if c > 0:
+                    if watch is not None:
+                        watch.computing(c)
                     compute_s += step(c)
+                if watch is not None:
+                    watch.batch_done()
                 b += 1
             del it  # non-persistent workers end with the epoch
+        self.dataset.arm(None)
+        self.copy_s.append(copy / 1e9)
         return self._figures(epoch, want, parts, wait, compute_s)
+
+    def _to_device(self, x: Any) -> int:
+        """Copy batch ``x`` to :attr:`device` as a training step does (``non_blocking`` from pinned memory), and
+        wait for the copy to land (a step's first kernel would); returns the ns it took, 0 where nothing is
+        copied."""
+        if self.device is None:
+            return 0
+        t = time.perf_counter_ns()
+        xs = x if isinstance(x, list) else [x]
+        moved = [v.to(self.device, non_blocking=self.non_blocking) for v in xs]
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+        del moved
+        return time.perf_counter_ns() - t
+
+    def _stalled(self, pids: list[int], batches: int) -> str:
+        """What the loop waited for when the progress guard fired: the DataLoader's next batch, from which
+        processes (``pids``: its workers)."""
+        if not pids:
+            return (f"the DataLoader delivered no batch after its first {batches} (it reads in the rank's own "
+                    "process, workload.read_threads=0: a read hung)")
+        return (f"the DataLoader delivered no batch after its first {batches} (its {len(pids)} worker processes, "
+                f"pids {', '.join(map(str, pids))}: one hung, stopped or died)")
 
     def _figures(self, epoch: int, want: list[int], parts: list[dict[str, Any]], wait: int,
                  compute_s: float) -> dict[str, Any]:
@@ -144,11 +208,16 @@ class TorchLoader:
         if self.method != "fork" and any(p["mpi"] for p in parts):
             raise KernelError(f"a DataLoader worker started by {self.method} has mpi4py's MPI loaded: it must never "
                               "initialise MPI")
+        # each batch's read calls, binned by size as the rank's own are (posix.bin_spans: one call per sample of its
+        # size where the layers agree, else by the mean; a file's open apart)
+        hist = posix.SizeHistogram.empty()
         calls = nbytes = os_bytes = 0
         for p in parts:
-            (c, n), = posix.sample_deltas(list(p["io"]))
-            calls, nbytes = calls + c, nbytes + n
-            os_bytes += posix.parse_all(p["io"][1])[2] - posix.parse_all(p["io"][0])[2]
+            texts = p["snaps"][0]
+            posix.bin_spans(hist, p["snaps"], p["size"], p["lat"])
+            for c, n in posix.sample_deltas(texts):
+                calls, nbytes = calls + c, nbytes + n
+            os_bytes += posix.parse_all(texts[-1])[2] - posix.parse_all(texts[0])[2]
         by_worker: dict[int, int] = {}
         for p in parts:
             by_worker[p["pid"]] = by_worker.get(p["pid"], 0) + p["opens"]
@@ -158,7 +227,7 @@ class TorchLoader:
         return {"bytes": sum(p["bytes"] for p in parts), "planned": self._planned(epoch, want,
                 parts), "samples": len(got), "lat": lat, "start": start, "wait_ns": wait, "compute_s": compute_s,
                 "opens": sum(p["opens"] for p in parts), "meta_ns": sum(p["meta_ns"] for p in parts),
-                "posix_reads": calls, "posix_bytes": nbytes, "os_read_bytes": os_bytes,
+                "posix_reads": calls, "posix_bytes": nbytes, "os_read_bytes": os_bytes, "size_hist": hist,
                 "read_ns": busy_ns(np.asarray(start, dtype=np.int64), np.asarray(lat, dtype=np.int64)),
                 "workers": sorted({p["pid"] for p in parts}), "parts": parts, "ids": got}
 
@@ -187,6 +256,8 @@ class TorchLoader:
         w = self.point.workload
         return {"workers": int(w.read_threads), "prefetch_factor": int(w.prefetch) if w.read_threads else None,
                 "persistent_workers": bool(w.persistent_workers), "pin_memory": bool(w.pin_memory),
+                "device": str(self.device) if self.device is not None else "cpu",
+                **({"device_copy_time_s": self.copy_s} if self.device is not None else {}),
                 "start_method": self.method, "sampler": type(self.sampler).__name__,
                 "opens_per_worker": self.opens_per_worker}
 

@@ -70,9 +70,12 @@ class FileSamples(torch.utils.data.Dataset):
         self.shape, self.buf_bytes, self.trace = tuple(shape), int(buf_bytes), bool(trace)
         #: modules the read path imported on its first use in the parent (worker_init imports them up front)
         self.prime_modules: list[str] = []
+        #: the fault armed for the processes that read (:meth:`arm`)
+        self.fault: str | None = None
         self._reset()
 
     def _reset(self) -> None:
+        self._fault = getattr(self, "fault", None)  # this process's fault, not yet done
         self._pid = -1
         self._fmt: Any = None
         self._readers: dict[int, Any] = {}
@@ -83,7 +86,8 @@ class FileSamples(torch.utils.data.Dataset):
     def __getstate__(self) -> dict[str, Any]:
         """Pickled for a spawned worker without the open files of this process (they are opened where read)."""
         state = dict(self.__dict__)
-        state.update(_pid=-1, _fmt=None, _readers={}, _held=None, _io_fd=-1, _buf=np.empty(0, dtype=np.uint8))
+        state.update(_fault=self.fault, _pid=-1, _fmt=None, _readers={}, _held=None, _io_fd=-1,
+                     _buf=np.empty(0, dtype=np.uint8))
         return state
 
     def prime(self) -> None:
@@ -117,12 +121,20 @@ class FileSamples(torch.utils.data.Dataset):
             self._buf = np.empty(max(1, self.buf_bytes), dtype=np.uint8)
         # (/proc/thread-self/io opened by the main thread of this process: the thread __getitems__ runs in)
 
-    def _reader(self, f: int, meta: dict[str, Any]) -> Any:
+    def _reader(self, f: int, meta: dict[str, Any], k: int = 0) -> Any:
         r = self._readers.get(f)
         if r is None:
+            snaps = meta.get("snaps")
+            if snaps is not None:  # the open bracketed apart: its reads are binned by themselves
+                snaps[0].append(os.pread(self._io_fd, 512, 0))
+                snaps[1].append((meta["k0"], k))
             t = time.perf_counter_ns()
             r = self._readers[f] = self._fmt.open(self.paths[f])
             dt = time.perf_counter_ns() - t
+            if snaps is not None:
+                snaps[0].append(os.pread(self._io_fd, 512, 0))
+                snaps[1].append((-1, -1))
+                meta["k0"] = k
             meta["meta_ns"] += dt
             meta["opens"] += 1
             meta["open_events"].append((t, dt, f))
@@ -147,15 +159,18 @@ class FileSamples(torch.utils.data.Dataset):
     def __getitems__(self, indices: list[int]) -> dict[str, Any]:
         """One batch's samples (``x``: a tensor each) and what reading them cost (see the module's docstring)."""
         self._own()
+        if self._fault == "hang":
+            self._inject()
         perf = time.perf_counter_ns
         io0 = os.pread(self._io_fd, 512, 0)
         ids = [int(i) for i in indices]
         fo = (np.searchsorted(self.starts, ids, side="right") - 1).tolist()
-        meta: dict[str, Any] = {"meta_ns": 0, "opens": 0, "open_events": []}
+        snaps: tuple[list[bytes], list[tuple[int, int]]] = ([io0], [])
+        meta: dict[str, Any] = {"meta_ns": 0, "opens": 0, "open_events": [], "snaps": snaps, "k0": 0}
         out, lat, start, sizes, offsets, loads = [], [], [], [], [], []
         nbytes = 0
-        for i, f in zip(ids, fo, strict=True):
-            r = self._reader(f, meta)
+        for k, (i, f) in enumerate(zip(ids, fo, strict=True)):
+            r = self._reader(f, meta, k)
             before = r.loads
             t = perf()
             n, sample = r.fetch(i - int(self.starts[f]), self._buf)
@@ -169,10 +184,32 @@ class FileSamples(torch.utils.data.Dataset):
                 loads.append(f)
             if self.trace:
                 offsets.append(r.record_offset(i - int(self.starts[f])))
-        io1 = os.pread(self._io_fd, 512, 0)
+        snaps[0].append(os.pread(self._io_fd, 512, 0))
+        snaps[1].append((meta.pop("k0"), len(ids)))
+        if self._fault:
+            self._inject()
         return {"x": out, "ids": ids, "files": fo, "bytes": nbytes, "lat": lat, "start": start, "size": sizes,
-                "offset": offsets, "loads": loads, "io": (io0, io1), "pid": os.getpid(),
-                "mpi": "mpi4py.MPI" in sys.modules, **meta}
+                "offset": offsets, "loads": loads, "pid": os.getpid(), "mpi": "mpi4py.MPI" in sys.modules, **meta}
+
+    def arm(self, fault: str | None, rank: int = 0) -> None:
+        """The ``DDLIO_FAULT`` the processes that read inject for rank ``rank``
+        (:func:`experiments.kernel.guards.fault_of`): each process that reads (every worker the DataLoader starts
+        while it is armed, or this one) hangs before its first read (``hang``), or crashes or is killed after its
+        first batch; None disarms."""
+        self.fault, self.rank = fault, rank
+
+    def _inject(self) -> None:
+        """Do the armed fault once in this process. A hung worker ends itself once its parent (the rank) is gone,
+        so that no process outlives the aborted step."""
+        fault, self._fault = self._fault, None
+        if fault == "hang":
+            parent = os.getppid()
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os._exit(1)
+        from experiments.kernel.guards import inject  # lazy: only under fault injection (it loads no MPI)
+
+        inject(fault or "", getattr(self, "rank", 0))
 
 
 def collate(part: dict[str, Any]) -> dict[str, Any]:

@@ -81,6 +81,8 @@ class EpochRecord:
     meta_ns: int | None = None
     #: (read calls, bytes, bytes from storage) counted in other processes (DataLoader workers); None: this one's
     posix: tuple[int, int, int] | None = None
+    #: those read calls by size (:class:`~experiments.kernel.posix.SizeHistogram`), binned where they were made
+    posix_sizes: Any = None
     #: the reads as they were made, for the access log (None: the kernel's ids and arrays)
     ids: np.ndarray | None = None
     ep: EpochArrays | None = None

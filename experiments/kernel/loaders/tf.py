@@ -33,10 +33,11 @@ class TfLoader(Loader):
     def run_epoch(self, epoch: int, ids: np.ndarray, ep: EpochArrays, compute: list[float],
                   step: Callable[[float], float]) -> EpochRecord:
         """One epoch through tf.data; bytes from ``rchar`` (TFRecordDataset) or from ddlio's read calls under the
-        generator, which opens through lane 0 (its opens are the lanes')."""
+        generator, which opens through lane 0 (its opens are the lanes'). The progress guard sees every batch tf.data
+        delivers; the fault hooks fire in the loop (``hang`` before the first batch)."""
         ctx = self.ctx
         out = tfdata.run_epoch(self.tf, ctx.plan, ctx.point, epoch, ctx.ranks, ctx.rank, ids, ctx.lanes[0], compute,
-                               step)
+                               step, watch=ctx.watch, ep=ep, fault=ctx.fault if epoch == 0 else None)
         return EpochRecord(bytes_read=out["bytes"], samples=out["samples"], wait_ns=out["wait_ns"],
                            compute_s=out["compute_s"], lat_ns=out["lat"], read_s=math.inf, overlapped=True,
                            planned=None if ctx.fmt.loads_whole else out["planned"])
