@@ -23,7 +23,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from ddlio.errors import DdlioError
-from ddlio.secrets import mask
+from ddlio.secrets import mask, masked_stdio
 from ddlio.signals import interrupt_code, interrupt_name, terminate_as_interrupt
 from experiments.config import register_configs
 from hydra_plugins.ddlio_launcher.mode import known_mode
@@ -123,11 +123,20 @@ def refused(e: BaseException) -> str | None:
     return None
 
 
+#: what makes Hydra print the composed config (``db`` included) instead of running points
+_PRINTS_CONFIG = ("-c", "--cfg", "-i", "--info", "-h", "--help")
+
+
+def _prints_config(args: list[str]) -> bool:
+    """Whether Hydra prints the config for ``args`` (``--cfg job``): its output then has every password masked."""
+    return any(a.split("=", 1)[0] in _PRINTS_CONFIG for a in args)
+
+
 def run() -> int:
     """``main()`` as a command: no traceback reaches the user unless ``DDLIO_TRACEBACK=1`` asks for it; SIGTERM
     stops it as Ctrl-C does (exit 143)."""
     try:
-        with terminate_as_interrupt():
+        with terminate_as_interrupt(), masked_stdio(_prints_config(sys.argv[1:])):
             return main()
     except BrokenPipeError:  # output piped into head & co.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

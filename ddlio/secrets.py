@@ -8,17 +8,24 @@ folders, the store and the report see it masked (``postgresql://user:***@host/db
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import stat
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ddlio.errors import ConfigError
 
 #: ``scheme://user:PASSWORD@`` in any text (URLs, command lines, error messages), also as Hydra's overrides
-#: spell it (``postgresql\://user\:PASSWORD@host``)
-_PASSWORD_IN_URL = re.compile(r"(\b[A-Za-z][\w+.-]*\\?://[^\s:/@?#\\]*\\?:)([^\s@/]*)(@)")
+#: spell it (``postgresql\://user\:PASSWORD@host``). The password runs to the last ``@`` of the word (greedy): one
+#: that holds ``@``, ``:`` or ``/`` is masked whole (a host or a second URL in the same word may be masked with it:
+#: too much is hidden, never too little); a word of several URLs (``db=URL1,URL2``) is cut at each.
+_PASSWORD_IN_URL = re.compile(
+    r"(\b[A-Za-z][\w+.-]*\\?://[^\s:/@?#\\]*\\?:)((?:(?!,[A-Za-z][\w+.-]*\\?://)[^\s\"])*)(@)")
 MASK = "***"
 
 
@@ -36,6 +43,55 @@ def mask_any(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return type(obj)(mask_any(v) for v in obj)
     return obj
+
+
+class MaskingStream(io.TextIOBase):
+    """A text stream that writes to ``target`` what it is given, whole lines at a time, with every URL password
+    masked (a URL split across two writes is still seen whole)."""
+
+    def __init__(self, target: Any) -> None:
+        self.target, self._pending = target, ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        done, nl, rest = self._pending.rpartition("\n")
+        if nl:
+            self.target.write(mask(done + nl))
+            self._pending = rest
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self.target.write(mask(self._pending))
+            self._pending = ""
+        self.target.flush()
+
+    def isatty(self) -> bool:
+        return bool(getattr(self.target, "isatty", lambda: False)())
+
+    def fileno(self) -> int:
+        return int(self.target.fileno())
+
+
+@contextlib.contextmanager
+def masked_stdio(enabled: bool = True) -> Iterator[None]:
+    """Inside, what is printed to stdout and stderr has every URL password masked (for what other code prints as it
+    pleases: Hydra's ``--cfg job``, ``--info`` and ``--help`` print the composed config, ``db`` included)."""
+    if not enabled:
+        yield
+        return
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = MaskingStream(saved[0]), MaskingStream(saved[1])
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        sys.stdout, sys.stderr = saved
 
 
 def read_db_url_file(path: str | os.PathLike, base: str | os.PathLike | None = None) -> str:

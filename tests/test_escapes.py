@@ -130,3 +130,34 @@ def test_one_damaged_record_beside_good_ones_is_named_and_the_good_ones_are_stor
         good[0].point_key: "completed", good[1].point_key: "failed", good[2].point_key: "completed"}
     assert analysis_main(["ingest", str(runs), "--db", str(db)]) == 1  # idempotent for the good ones
     assert "0 stored, 3 already in the store" in capsys.readouterr().out
+
+
+PASSWORDS = ["s3cret", "p@ss@word", "a:b:c", "sl/ash/ed", "m@x:/ed@"]
+
+
+@pytest.mark.parametrize("password", PASSWORDS)
+def test_every_password_in_a_url_is_masked_whole(password):
+    from ddlio.secrets import mask
+
+    assert mask(f"db=postgresql://u:{password}@h:5432/d x") == "db=postgresql://u:***@h:5432/d x"
+    assert mask(f'"db": "postgresql://u:{password}@h/d"') == '"db": "postgresql://u:***@h/d"'
+    both = f"db=postgresql://u:{password}@h/d,postgresql://v:{password}@h2/d"  # a sweep over two stores
+    assert mask(both) == "db=postgresql://u:***@h/d,postgresql://v:***@h2/d"
+    assert mask("sqlite:////data/a:b@c.db") == "sqlite:////data/a:b@c.db"  # a path, not a password
+
+
+@pytest.mark.parametrize("command", [["--cfg", "job"], ["--cfg", "hydra"], ["--info", "config"]])
+def test_hydra_printing_the_config_shows_no_password(tmp_path, command):
+    import subprocess
+    import sys
+
+    from conftest import ROOT, cli_env
+
+    password = "p@ss/w:rd@x"
+    r = subprocess.run([sys.executable, str(ROOT / "sweep.py"), *command, f"db=postgresql://u:{password}@h/d",
+                        f"data_root={tmp_path / 'data'}"], cwd=tmp_path, env=cli_env(tmp_path),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "postgresql://u:***@h/d" in r.stdout + r.stderr
+    for part in ("p@ss", "ss/w", "w:rd", "rd@x"):
+        assert part not in r.stdout + r.stderr
