@@ -146,3 +146,36 @@ def test_an_html_file_is_ddlios_only_by_its_mark(tmp_path):
     assert not ours(page, "html")  # looking like ddlio's report proves nothing
     page.write_text(f"<!DOCTYPE html><html><head>{HTML_MARK}<title>r</title></head></html>")
     assert ours(page, "html")
+
+
+# ------------------------------------------------------------------------------------------------- run folders
+def test_runs_is_created_private_and_marked(tmp_path):
+    from experiments.run.records import PRIVATE_MARK, private_dir
+
+    runs = tmp_path / "data" / "runs"
+    private_dir(runs)
+    assert runs.stat().st_mode & 0o777 == 0o700 and (runs / PRIVATE_MARK).is_file()
+    runs.chmod(0o755)
+    private_dir(runs)  # ddlio's own, opened since: closed again
+    assert runs.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_runs_folder_ddlio_did_not_create_keeps_its_mode(tmp_path):
+    from experiments.run.records import PRIVATE_MARK, private_dir
+
+    mine = tmp_path / "shared-with-my-group"
+    mine.mkdir()
+    mine.chmod(0o750)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "runs").symlink_to(mine)  # runs/ links to a user's folder
+    private_dir(data / "runs")
+    assert mine.stat().st_mode & 0o777 == 0o750 and not (mine / PRIVATE_MARK).exists()
+    (mine / PRIVATE_MARK).touch()  # even a mark seen through a link: the folder is not ddlio's to change
+    private_dir(data / "runs")
+    assert mine.stat().st_mode & 0o777 == 0o750
+    plain = tmp_path / "other" / "runs"
+    plain.mkdir(parents=True)
+    plain.chmod(0o755)  # a runs/ that was there before ddlio, without its mark
+    private_dir(plain)
+    assert plain.stat().st_mode & 0o777 == 0o755

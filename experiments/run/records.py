@@ -4,6 +4,7 @@ failure record of a job that left none."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -84,11 +85,24 @@ def archive_outcome(rd: Path) -> None:
         os.replace(p, dest / p.name)
 
 
+#: in a folder :func:`private_dir` created: the mark that it is ddlio's, so that ddlio may close it to others
+PRIVATE_MARK = ".ddlio-private"
+
+
 def private_dir(path: Path) -> Path:
     """Create ``path`` (and its parents) with the folder itself readable by its owner only (mode 0700): run
-    folders hold job scripts, configs and logs, which are nobody else's business. An existing folder of ours that
-    others could enter is closed; the datasets beside it keep the umask's modes."""
+    folders hold job scripts, configs and logs, which are nobody else's business. A folder ddlio did not create is
+    never changed: only one that carries ddlio's mark (:data:`PRIVATE_MARK`, left when it created it), is a folder
+    and not a link to one, is closed if others could enter it; a ``runs`` that is a user's folder, or links to one,
+    keeps its mode. The datasets beside it keep the umask's modes."""
+    if not (path.exists() or path.is_symlink()):
+        with contextlib.suppress(FileExistsError):
+            path.mkdir(mode=0o700, parents=True)  # 0700 whatever the umask leaves of it: created private
+            (path / PRIVATE_MARK).touch()
+            return path
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.is_symlink() or not (path / PRIVATE_MARK).is_file():
+        return path
     st = path.stat()
     if st.st_uid == os.getuid() and st.st_mode & 0o077:
         os.chmod(path, 0o700)
@@ -99,7 +113,9 @@ def prepare_run_dir(spec: PointSpec, store_id: str = "") -> Path:
     """Archive the point's previous outcome and write the standalone reproducer."""
     paths = RunPaths.of(spec.data_root, spec.point_key, store_id)
     rd = paths.root
-    private_dir(runs_dir(spec.data_root))
+    runs = private_dir(runs_dir(spec.data_root))
+    if rd.parent != runs:
+        private_dir(rd.parent)  # the store's folder: private even where runs/ is a user's folder left as it is
     rd.mkdir(parents=True, exist_ok=True)
     archive_outcome(rd)
     c = spec.cluster
