@@ -8,6 +8,13 @@ prints per stripe count: the mean MiB/s of each tool (MLPerf-style for ddlio: by
 duration, fsync included; fio's job bytes over its longest job with ``end_fsync``), and the gain of each stripe count
 over stripe 1 for each tool, with ddlio's gain over fio's: the goal is that stripe count moves ddlio as it moves fio.
 
+Every round writes new files, and CephFS places a file's objects by its inode, so how many OSDs a checkpoint's
+writes reach at once is drawn anew each round: with OSDs capped, that count is the round's ceiling. The bench
+therefore also prints, per round and tool, the distinct OSDs the ranks' writes reach at once
+(:func:`osds_at_once`: object names from the inode and layout each file read back, ``ceph osd map``) and their
+means beside the bandwidths, so that a gain that differs between the tools can be told from a placement that
+differed.
+
 Meant for the one-box CephFS of tests/cluster/cephfs.sh with its write caps on and objects large enough that stripe
 count 1 keeps a rank's writes on one OSD at a time::
 
@@ -24,6 +31,7 @@ import statistics
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -33,6 +41,30 @@ from checkpoint_vs_fio import fio_round, plan_of, point, run_ddlio, settle
 from ddlio.units import format_size, parse_size
 
 MIB = 1024**2
+
+
+def osds_at_once(layout: dict[str, Any], regions: list[tuple[int, int]], samples: int = 64) -> float | None:
+    """How many distinct OSDs (primaries) the ranks write to at once, over a checkpoint in one file of this read-back
+    layout (``inode``, ``pool``, ``stripe_count``, ``stripe_size``, ``object_size``), each rank writing its region
+    (``offset``, ``bytes``) front to back at the same pace: at each of ``samples`` instants, the OSDs of the object
+    sets (``stripe_count`` objects of ``object_size`` bytes) that hold the ranks' current offsets; averaged as
+    time is (the harmonic mean: a capped OSD's bandwidth a count). None when the monitors cannot be asked."""
+    from lustre.ceph import map_objects
+
+    sc, os_ = int(layout["stripe_count"]), int(layout["object_size"])
+    at_once: list[set[int]] = []
+    for i in range(samples):
+        objs: set[int] = set()
+        for off, n in regions:
+            q = (off + n * i // samples) // (sc * os_)
+            objs.update(range(q * sc, q * sc + sc))
+        at_once.append(objs)
+    names = {o: f"{int(layout['inode']):x}.{o:08x}" for objs in at_once for o in objs}
+    osds = map_objects(str(layout["pool"]), sorted(set(names.values())))
+    if osds is None:
+        return None
+    counts = [len({osds[names[o]] for o in objs}) for objs in at_once]
+    return len(counts) / sum(1 / c for c in counts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,14 +92,21 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"striping does not apply at {args.dir}: {record.reason}")
             spec = point(d, size, transfer, "n1", 2, overrides=[f"stripe={s}", f"object_size={objsize}"])
             plan = plan_of(spec)
-            got: dict[str, list[float]] = {"ddlio_w": [], "ddlio_r": [], "fio_w": [], "fio_r": []}
+            got: dict[str, list[float]] = {"ddlio_w": [], "ddlio_r": [], "fio_w": [], "fio_r": [],
+                                           "ddlio_osds": [], "fio_osds": []}
+            regions = [(plan.offset(r), plan.shard_bytes[r]) for r in range(plan.ranks)]
             for k in range(args.rounds):
                 for tool in (("ddlio", "fio") if k % 2 == 0 else ("fio", "ddlio")):
                     settle(1.0)
                     if tool == "ddlio":
-                        m = run_ddlio(spec, d / "run")
+                        rec: dict[str, Any] = {}
+                        m = run_ddlio(spec, d / "run", rec)
                         got["ddlio_w"].append(m["write_throughput_gib_s"] * 1024)
                         got["ddlio_r"].append(m["read_throughput_gib_s"] * 1024)
+                        lay = rec["layout"]["files"][f"ckpt-0/{plan.data_file(0)}"]
+                        n = osds_at_once(lay, regions)
+                        if n is not None:
+                            got["ddlio_osds"].append(n)
                     else:
                         probe = d / "fio-ckpt" / "probe"
                         probe.parent.mkdir(parents=True, exist_ok=True)
@@ -76,9 +115,13 @@ def main(argv: list[str] | None = None) -> int:
                         probe.unlink()
                         if lay.get("stripe_count") != s:
                             raise SystemExit(f"fio's directory has stripe count {lay.get('stripe_count')}, not {s}")
-                        f = fio_round(plan, d, transfer)
+                        f = fio_round(plan, d, transfer,
+                                      inspect=lambda files, rg=regions: osds_at_once(
+                                          {**read_back(files[0]), "inode": files[0].stat().st_ino}, rg))
                         got["fio_w"].append(f["write"])
                         got["fio_r"].append(f["read"])
+                        if f["inspected"] is not None:
+                            got["fio_osds"].append(f["inspected"])
             res[s] = got
             print(f"stripe {s}: " + "; ".join(f"{k} " + " ".join(f"{x:.0f}" for x in v) for k, v in got.items()),
                   flush=True)
@@ -86,19 +129,19 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(base, ignore_errors=True)
     # each round writes new files, whose objects CephFS places anew (by inode): a mean over rounds averages the
     # placement's luck (how many distinct OSDs a file's objects land on), which a median of few rounds does not
-    med = {s: {k: statistics.mean(v) for k, v in g.items()} for s, g in res.items()}
+    med = {s: {k: statistics.mean(v) if v else float("nan") for k, v in g.items()} for s, g in res.items()}
     first = stripes[0]
     print(f"\nN-1 checkpoint of {format_size(size)} by 2 ranks, {format_size(transfer)} calls, objects of "
           f"{format_size(objsize)}, {args.rounds} rounds (means, MiB/s; gain = over stripe {first})")
     print("| stripe | ddlio write | fio write | write gain ddlio / fio | ddlio restore | fio read "
-          "| read gain ddlio / fio |")
-    print("|---|---|---|---|---|---|---|")
+          "| read gain ddlio / fio | OSDs at once ddlio / fio |")
+    print("|---|---|---|---|---|---|---|---|")
     for s in stripes:
         m, b = med[s], med[first]
         gw = (m["ddlio_w"] / b["ddlio_w"], m["fio_w"] / b["fio_w"])
         gr = (m["ddlio_r"] / b["ddlio_r"], m["fio_r"] / b["fio_r"])
         print(f"| {s} | {m['ddlio_w']:.1f} | {m['fio_w']:.1f} | {gw[0]:.2f} / {gw[1]:.2f} | {m['ddlio_r']:.1f} | "
-              f"{m['fio_r']:.1f} | {gr[0]:.2f} / {gr[1]:.2f} |")
+              f"{m['fio_r']:.1f} | {gr[0]:.2f} / {gr[1]:.2f} | {m['ddlio_osds']:.2f} / {m['fio_osds']:.2f} |")
     return 0
 
 

@@ -43,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,13 +88,16 @@ def plan_of(spec: Any) -> Any:
     return CheckpointKind().plan(spec)
 
 
-def run_ddlio(spec: Any, run_dir: Path) -> dict[str, float]:
-    """One ddlio point, as its job runs it: its metrics (name -> value, the store's units)."""
+def run_ddlio(spec: Any, run_dir: Path, record: dict[str, Any] | None = None) -> dict[str, float]:
+    """One ddlio point, as its job runs it: its metrics (name -> value, the store's units). ``record``, if given,
+    receives the point's whole record (its stored form: the layout read back per file, among the rest)."""
     from experiments.run.job import run_point
 
     rec = run_point(spec.to_dict(), str(run_dir))
     if rec.kind != "ddlio.result":
         raise SystemExit(f"ddlio's checkpoint point failed: {rec.to_dict().get('error')}")
+    if record is not None:
+        record.update(rec.to_dict())
     return {m["name"]: m["value"] for m in rec.to_dict()["metrics"]}
 
 
@@ -149,10 +153,12 @@ def trainer_state(plan: Any) -> list[Any]:
     return state
 
 
-def fio_round(plan: Any, scratch: Path, transfer: int, hold_state: bool = True) -> dict[str, float]:
+def fio_round(plan: Any, scratch: Path, transfer: int, hold_state: bool = True,
+              inspect: Callable[[list[Path]], Any] | None = None) -> dict[str, Any]:
     """fio's save and restore of the plan's shards in a fresh directory, with the trainers' state held in memory
     meanwhile (:func:`trainer_state`, unless ``hold_state`` is false): MiB/s of each and the residency left after
-    the eviction between them (0: emptied). The files are removed after."""
+    the eviction between them (0: emptied). ``inspect``, if given, is called with the written files before they
+    are read (its answer is returned as ``inspected``). The files are removed after."""
     from experiments.kernel.cache import evict, residency
     from lustre import drop_client_cache
 
@@ -165,6 +171,7 @@ def fio_round(plan: Any, scratch: Path, transfer: int, hold_state: bool = True) 
         expected = sum(n for _, _, n in shards)
         w = run_fio(fio_job(shards, "write", transfer), scratch / "write.fio", "write", expected)
         files = sorted({p for p, _, _ in shards})
+        inspected = inspect(files) if inspect is not None else None
         drop_client_cache(files)  # a client's own cache (ceph-fuse's object cache), as ddlio's step empties it
         evict(files)
         resident = residency(files)
@@ -172,7 +179,7 @@ def fio_round(plan: Any, scratch: Path, transfer: int, hold_state: bool = True) 
     finally:
         shutil.rmtree(d, ignore_errors=True)
         del state
-    return {"write": w["mib_s"], "read": r["mib_s"], "resident": resident}
+    return {"write": w["mib_s"], "read": r["mib_s"], "resident": resident, "inspected": inspected}
 
 
 def settle(seconds: float) -> None:
