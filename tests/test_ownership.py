@@ -179,3 +179,48 @@ def test_a_runs_folder_ddlio_did_not_create_keeps_its_mode(tmp_path):
     plain.chmod(0o755)  # a runs/ that was there before ddlio, without its mark
     private_dir(plain)
     assert plain.stat().st_mode & 0o777 == 0o755
+
+
+# ------------------------------------------------------------------------------------------------- flush files
+def test_a_flush_file_ddlio_did_not_write_is_never_replaced(tmp_path):
+    from experiments.kernel import cache as pagecache
+
+    path = tmp_path / "flush" / "flush-1048576.bin"
+    path.parent.mkdir()
+    path.write_bytes(b"my own data" * 100)
+    with pytest.raises(FileExistsError, match="was not written by ddlio"):
+        pagecache.ensure_flush_file(path, 1 << 20, block=1 << 18)
+    assert path.read_bytes() == b"my own data" * 100
+    path.unlink()
+    path.symlink_to(tmp_path / "elsewhere")  # a link, dangling: not a plain file, left alone
+    with pytest.raises(FileExistsError, match="not a plain file"):
+        pagecache.ensure_flush_file(path, 1 << 20)
+    assert path.is_symlink()
+
+
+def test_ddlios_own_flush_file_is_marked_reused_and_replaced(tmp_path):
+    from experiments.kernel import cache as pagecache
+
+    path = tmp_path / "flush" / "f.bin"
+    assert pagecache.ensure_flush_file(path, 1 << 20, block=1 << 18) is True
+    assert path.read_bytes().startswith(pagecache.FLUSH_MARK)
+    assert pagecache.flush_file_problem(path, 2 << 20) is None  # ddlio's own, of another size: may be replaced
+    assert pagecache.ensure_flush_file(path, 2 << 20, block=1 << 18) is True
+    assert path.stat().st_size == 2 << 20
+    mine = tmp_path / "flush" / "g.bin"
+    mine.write_bytes(b"x" * 100)
+    assert pagecache.ensure_flush_file(mine, 100) is False  # the size asked for: read through, never written
+    assert mine.read_bytes() == b"x" * 100
+
+
+def test_a_sweep_refuses_a_foreign_flush_file_before_any_job(tmp_path):
+    from ddlio.errors import ConfigError
+    from experiments.run.batch import check_free_space
+
+    spec = point(tmp_path, "workload.cache=storage_cold", "workload.flush_size=64MiB")
+    flush = tmp_path / "data" / "flush" / f"flush-{64 << 20}.bin"
+    flush.parent.mkdir(parents=True)
+    flush.write_text("notes\n")
+    with pytest.raises(ConfigError, match="never replaces it"):
+        check_free_space([spec])
+    assert flush.read_text() == "notes\n"

@@ -157,11 +157,43 @@ def settle(paths: Iterable[str | os.PathLike], probe_bytes: int = SETTLE_PROBE_B
             "passes_mib_s": [round(r, 1) for r in rates], "stable": stable}
 
 
-def ensure_flush_file(path: str | os.PathLike, size: int, block: int = 8 << 20) -> bool:
-    """Create the storage-cold flush file (``size`` bytes of incompressible data, fsync'd, not left in the page
-    cache) unless it exists with that size; True if it was written now. Written to a temporary name and renamed,
-    so a half-written file is never used."""
+#: the first bytes of every flush file ddlio writes (the rest is random): the proof that it may replace one
+FLUSH_MARK = b"ddlio storage_cold flush file\n"
+
+
+def flush_file_problem(path: str | os.PathLike, size: int) -> str | None:
+    """Why the flush file ``path`` of ``size`` bytes must not be used or written, as one sentence; None when it
+    may: absent (it is written), of that size (read through as it is, never written), or ddlio's own (it starts
+    with :data:`FLUSH_MARK`) of another size (replaced). A file of another size that ddlio did not write, or
+    anything that is not a plain file, is never replaced."""
     path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        return None
+    if path.is_file() and path.stat().st_size == size:
+        return None
+    if path.is_file() and not path.is_symlink():
+        try:
+            with open(path, "rb") as f:
+                if f.read(len(FLUSH_MARK)) == FLUSH_MARK:
+                    return None
+        except OSError:
+            pass
+    what = "is not a plain file" if path.is_symlink() or not path.is_file() else (
+        f"holds {path.stat().st_size} bytes, not workload.flush_size={size}, and was not written by ddlio (it "
+        "lacks ddlio's flush-file mark)")
+    return (f"the storage_cold flush file {path} {what}: ddlio never replaces it; move it away, or use another "
+            "data_root")
+
+
+def ensure_flush_file(path: str | os.PathLike, size: int, block: int = 8 << 20) -> bool:
+    """Create the storage-cold flush file (``size`` bytes: :data:`FLUSH_MARK`, then incompressible data, fsync'd,
+    not left in the page cache) unless it exists with that size; True if it was written now. Written to a
+    temporary name and renamed, so a half-written file is never used; a file that ddlio did not write is never
+    replaced (:func:`flush_file_problem`: FileExistsError)."""
+    path = Path(path)
+    problem = flush_file_problem(path, size)
+    if problem is not None:
+        raise FileExistsError(problem)
     if path.exists() and path.stat().st_size == size:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -173,7 +205,8 @@ def ensure_flush_file(path: str | os.PathLike, size: int, block: int = 8 << 20) 
         done = 0
         while done < size:
             n = min(block, size - done)
-            done += io.write(handle, rng.bytes(n))
+            data = rng.bytes(n) if done else (FLUSH_MARK + rng.bytes(n))[:n]
+            done += io.write(handle, data)
         io.sync(handle)
     finally:
         io.close(handle)

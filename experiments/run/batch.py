@@ -21,6 +21,7 @@ from experiments.config import PointSpec
 from experiments.config.validate import validate
 from experiments.dataset import DatasetPlan, load_manifest
 from experiments.kernel import flush_path
+from experiments.kernel.cache import flush_file_problem
 from experiments.run.driver import dry_run, launch, new_sweep_id
 from lustre.fs import facts_held, fs_info
 
@@ -83,6 +84,9 @@ def check_free_space(specs: Sequence[PointSpec]) -> None:
         if plan.key not in datasets and load_manifest(plan) is None:
             datasets[plan.key] = s.planned_bytes()
         flush = flush_path(s)
+        problem = flush_file_problem(*flush) if flush is not None else None
+        if problem is not None:
+            raise ConfigError(problem)  # before any job: a flush file ddlio did not write is never replaced
         if flush is not None and not flush[0].exists():
             flushes[str(flush[0])] = flush[1]  # the storage_cold flush file, written once
     total = sum(datasets.values()) + sum(flushes.values())
