@@ -65,7 +65,7 @@ LOADER_NEEDS: dict[str, Needs] = {
 
 #: workload knobs only one built-in loader takes, at their defaults: another loader refuses them away from these
 LOADER_OPTIONS: dict[str, dict[str, object]] = {
-    "torch": {"persistent_workers": False, "pin_memory": False, "start_method": "fork"},
+    "torch": {"persistent_workers": False, "pin_memory": False, "start_method": "fork", "device": "auto"},
 }
 
 

@@ -261,7 +261,7 @@ def test_the_keys_hold_what_the_table_says(tmp_path):
     measurement: set[str] = set()
     for cache in ("cold", "storage_cold"):
         w = dataclasses.replace(base.workload, cache=cache, settle=True, persistent_workers=True, pin_memory=True,
-                                start_method="spawn")
+                                start_method="spawn", device="cpu")
         p = dataclasses.replace(base, layout=layout, workload=w, kind="another", checkpoint={"name": "a kind's own"})
         dataset |= set(dataset_params(p))
         measurement |= set(measurement_params(p))

@@ -104,3 +104,21 @@ def test_the_copy_to_a_device_is_timed_apart(monkeypatch):
     assert loader._to_device([Batch(), Batch()]) > 0
     assert moved == [(torch.device("cpu"), True)] * 2
 
+
+
+def test_the_device_knob_is_checked_and_stays_out_of_the_keys_at_auto(tmp_path):
+    """workload.device=auto (the default) leaves the stored form and keys as they were; cpu/cuda key the
+    measurement only; a bad value, or the knob with another reader, gets one line naming the choices."""
+    from ddlio.errors import ConfigError
+    from helpers import point
+
+    base, t = point(tmp_path), point(tmp_path, "reader=torch")
+    assert point(tmp_path, "workload.device=auto").point_key == base.point_key
+    assert "device" not in t.to_dict() and "device" not in t.measurement_params()
+    cpu = point(tmp_path, "reader=torch", "workload.device=cpu")
+    assert cpu.point_key != t.point_key and cpu.dataset_key == t.dataset_key
+    assert cpu.measurement_params()["device"] == "cpu"
+    with pytest.raises(ConfigError, match=r"workload.device.*auto, cpu, cuda"):
+        point(tmp_path, "reader=torch", "workload.device=tpu")
+    with pytest.raises(ConfigError, match="workload.device applies only to reader=torch"):
+        point(tmp_path, "workload.device=cuda")

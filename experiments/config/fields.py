@@ -219,8 +219,12 @@ FIELDS: tuple[Field, ...] = (
        "at `true`", keyless=False, measurement=("pin_memory",)),
     _f("workload.start_method", "start_method", _W + "start_method", "str", "fork", "str", "fork",
        "`reader=torch`: how workers start: `fork`, `forkserver` or `spawn` (a worker never initialises MPI). In the "
-       "point key only away from `fork`. The three `reader=torch` knobs away from their defaults with another "
+       "point key only away from `fork`. The four `reader=torch` knobs away from their defaults with another "
        "reader are refused", keyless="fork", measurement=("start_method",)),
+    _f("workload.device", "device", _W + "device", "str", "auto", "str", "auto",
+       "`reader=torch`: where each batch is copied, as a training step moves it to its model (`non_blocking` from "
+       "pinned memory, timed apart: `device_copy_time_s`): `auto` (the accelerator where PyTorch sees one), `cpu` "
+       "(nowhere) or `cuda`. In the point key only away from `auto`", keyless="auto", measurement=("device",)),
     _f("kind", "kind", "kind", "str", "train", "str", "train",
        "what a point measures: `train`, a training loop reading its dataset every epoch (the workload kinds, "
        "plug-ins included, are `experiments.registry.KINDS`). In the point key only away from `train`",

@@ -130,7 +130,7 @@ def measurement_params(point: PointSpec) -> dict[str, Any]:
         **({"kind": point.kind} if point.kind != KEYLESS_DEFAULTS["kind"] else {}),
         **({"checkpoint": point.checkpoint} if point.checkpoint else {}),
         # added later (reader=torch's DataLoader knobs): present only away from their defaults
-        **{k: getattr(w, k) for k in ("persistent_workers", "pin_memory", "start_method")
+        **{k: getattr(w, k) for k in ("persistent_workers", "pin_memory", "start_method", "device")
            if getattr(w, k) != KEYLESS_DEFAULTS[k]},
         "trace": w.trace,
         # the MPI launch line and the ranks' environment decide which MPI library and PMI run the kernel
@@ -259,10 +259,11 @@ class WorkloadSpec:
     compute: str = "sleep"
     # compute=cpu: threads per rank that do the work (0: the node's CPUs / ranks per node); 0 with a sleep
     compute_threads: int = 0
-    # reader=torch: keep the DataLoader's workers across epochs, pin batches, the workers' start method
+    # reader=torch: keep the DataLoader's workers across epochs, pin batches, the workers' start method, the device
     persistent_workers: bool = False
     pin_memory: bool = False
     start_method: str = "fork"
+    device: str = "auto"
 
 
 #: cluster keys added after points were first stored: at these values they are left out of the stored cluster

@@ -26,6 +26,8 @@ ACCESS_MODES = ("shared", "fpp")
 SHUFFLES = ("none", "file", "sample")
 #: how reader=torch starts its DataLoader worker processes (multiprocessing start methods)
 START_METHODS = ("fork", "forkserver", "spawn")
+#: where reader=torch copies each batch, as a training step moves it to its model (experiments.kernel.torchdata)
+DEVICES = ("auto", "cpu", "cuda")
 ORDERS = ("given", "random")
 CACHE_POLICIES = ("cold", "warm", "storage_cold")
 EXECUTORS = ("local", "slurm")
@@ -113,8 +115,12 @@ class WorkloadConf:
     # reader=torch: batches copied into pinned memory (a no-op without an accelerator). In the point key only at true
     pin_memory: bool = False
     # reader=torch: how workers start: fork, forkserver or spawn (a worker never initialises MPI). In the point key only
-    # away from fork. The three reader=torch knobs away from their defaults with another reader are refused
+    # away from fork. The four reader=torch knobs away from their defaults with another reader are refused
     start_method: str = "fork"
+    # reader=torch: where each batch is copied, as a training step moves it to its model (non_blocking from pinned
+    # memory, timed apart: device_copy_time_s): auto (the accelerator where PyTorch sees one), cpu (nowhere) or cuda. In
+    # the point key only away from auto
+    device: str = "auto"
     # write every rank's reads, opens and closes to trace-rank<N>.csv in the run folder
     trace: bool = False
 

@@ -38,10 +38,6 @@ from experiments.kernel.sampling import epoch_ids
 INSTALL_HINT = TORCH_INSTALL_HINT
 
 
-#: ``workload.device``'s choices: the device each batch is copied to, as a training step does before its model
-DEVICES = ("auto", "cpu", "cuda")
-
-
 def choose_device(torch: Any, asked: str) -> Any:
     """The device each batch is copied to: ``cuda`` where asked, or with ``auto`` where an accelerator is present
     (``torch.cuda.is_available()``); None (the batch stays in host memory, nothing copied) for ``cpu`` or ``auto``
@@ -112,7 +108,7 @@ class TorchLoader:
                                                   pin_memory=bool(w.pin_memory), **extra)
         self.record = plan.record_bytes()
         #: where each batch goes after the DataLoader, as a training step moves it to its model (None: stays)
-        self.device = choose_device(torch, str(getattr(w, "device", "auto")))
+        self.device = choose_device(torch, str(w.device))
         self.non_blocking = bool(w.pin_memory) and self.device is not None
         #: per epoch, the seconds the batches' copies to :attr:`device` took (in the loop's time, apart from its
         #: wait for the DataLoader and its compute)

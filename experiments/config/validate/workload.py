@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from ddlio.units import format_size
-from experiments.config.schema import CACHE_POLICIES, MAX_SAMPLE_SIZE, SHUFFLES, START_METHODS
+from experiments.config.schema import CACHE_POLICIES, DEVICES, MAX_SAMPLE_SIZE, SHUFFLES, START_METHODS
 from experiments.config.validate.values import choice, int_range, size
 from experiments.formats.base import parse_payload
 
@@ -86,6 +86,7 @@ def check_loop(problems: list[str], w: dict[str, Any]) -> dict[str, Any]:
         "persistent_workers": bool(w.get("persistent_workers", False)),
         "pin_memory": bool(w.get("pin_memory", False)),
         "start_method": choice(problems, "workload.start_method", w.get("start_method", "fork"), START_METHODS),
+        "device": choice(problems, "workload.device", w.get("device", "auto"), DEVICES),
     }
 
 
