@@ -224,3 +224,26 @@ def test_a_sweep_refuses_a_foreign_flush_file_before_any_job(tmp_path):
     with pytest.raises(ConfigError, match="never replaces it"):
         check_free_space([spec])
     assert flush.read_text() == "notes\n"
+
+
+# ---------------------------------------------------------------------------------------------------- datasets
+def test_a_dataset_rebuild_removes_only_the_files_ddlio_wrote(tmp_path):
+    from experiments.dataset import DatasetPlan, ensure_dataset, generate_here, invalidate_dataset, load_manifest
+    from lustre import Layout
+
+    spec = point(tmp_path, "format=bin")
+    plan = DatasetPlan.from_point(spec)
+    build = lambda plan_path, ranks: generate_here(plan_path)  # noqa: E731 - one process writes every file
+    ensure_dataset(plan, Layout(), build, 1)
+    d = Path(plan.directory)
+    made = sorted(p.name for p in d.iterdir())
+    assert "part-00000.bin.idx" in made  # a sidecar: ddlio's too
+    (d / "my-notes.txt").write_text("keep me")  # a user's file in ddlio's folder
+    (d / "mine").mkdir()
+    (d / "mine" / "x").write_text("and me")
+    invalidate_dataset(plan, "a checksum failed")  # the next run rebuilds it
+    (d / "plan.json.tmp.4242").write_text("{")  # a temporary a killed writer left
+    info = ensure_dataset(plan, Layout(), build, 1)
+    assert info.generated and load_manifest(plan) is not None
+    assert (d / "my-notes.txt").read_text() == "keep me" and (d / "mine" / "x").read_text() == "and me"
+    assert sorted(p.name for p in d.iterdir()) == sorted([*made, "my-notes.txt", "mine"])  # nothing else left

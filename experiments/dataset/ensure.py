@@ -7,6 +7,7 @@ whose files differ in size from it, is rebuilt, never read.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -19,8 +20,8 @@ from typing import Any
 from ddlio.lazy import lazy_import
 from ddlio.plain import write_json_atomic
 from experiments.dataset.lock import dataset_lock
-from experiments.dataset.plan import LOADS, MANIFEST, DatasetPlan, load_manifest
-from experiments.dataset.verify import read_verification, whole_loads
+from experiments.dataset.plan import LOADS, MANIFEST, RECORDS, SIZES, DatasetPlan, load_manifest
+from experiments.dataset.verify import VERIFIED, read_verification, whole_loads
 from experiments.formats import get_format
 from lustre import Layout, apply_layout, read_layout
 
@@ -40,6 +41,57 @@ def invalidate_dataset(plan: DatasetPlan, reason: str) -> str:
         os.replace(d / MANIFEST, dest)
         (d / f"invalid-{stamp}.txt").write_text(reason)
     return dest.name
+
+
+#: the files ddlio writes in every dataset directory, besides the data files and their sidecars
+_OWN = ("plan.json", MANIFEST, SIZES, RECORDS, LOADS, VERIFIED)
+
+
+def own_names(plan: DatasetPlan) -> set[str]:
+    """The names of the files ddlio writes in the dataset directory of ``plan``: its data files and their sidecars
+    (as the plan and the format name them), the plan, byte plans, verification and manifest, and every file that a
+    manifest found there (the current one, or one renamed by :func:`invalidate_dataset`) lists."""
+    d = Path(plan.directory)
+    fmt = get_format(plan.format, **plan.format_options)
+    names = set(_OWN)
+    for f in range(plan.num_files):
+        names.add(plan.file_name(f))
+        names.update(p.name for p in fmt.sidecars(d / plan.file_name(f)))
+    for m in [d / MANIFEST, *d.glob(f"{MANIFEST}.invalid-*")]:
+        try:
+            files = json.loads(m.read_text()).get("files") or []
+        except (OSError, ValueError, AttributeError):
+            continue
+        names.update(e["name"] for e in files if isinstance(e, dict) and isinstance(e.get("name"), str))
+    return {n for n in names if n and "/" not in n and n not in (".", "..")}
+
+
+def _own(name: str, names: set[str]) -> bool:
+    """Whether the entry ``name`` of a dataset directory is ddlio's: one of ``names``, a manifest renamed or a note
+    left by :func:`invalidate_dataset`, a read marker (:func:`experiments.kernel.cache.read_marker`), or a
+    temporary file of one of them (``<name>.tmp.<pid>``, as :func:`ddlio.plain.write_json_atomic` leaves)."""
+    return (name in names or name.startswith((f"{MANIFEST}.invalid-", ".read-since-"))
+            or (name.startswith("invalid-") and name.endswith(".txt")) or name.partition(".tmp.")[0] in names)
+
+
+def remove_own_files(plan: DatasetPlan) -> list[str]:
+    """Before a rebuild: remove from the dataset directory of ``plan`` the files ddlio wrote there
+    (:func:`own_names`), and nothing else (through a link too: only the entries ddlio names). Returns the names
+    kept (a user's files: a file system whose layout must be set on an empty directory then says they are in the
+    way)."""
+    d = Path(plan.directory)
+    if not d.is_dir():
+        return []
+    names = own_names(plan)
+    kept = []
+    for entry in sorted(d.iterdir()):
+        if not _own(entry.name, names):
+            kept.append(entry.name)
+        elif entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    return kept
 
 
 @dataclass
@@ -85,8 +137,8 @@ def _build(plan: DatasetPlan, layout: Layout, run_generation: Callable[[str, int
     """Under the dataset's lock: rebuild its directory from nothing and return the manifest written last
     (``t0``: ``time.perf_counter()`` at the start, for ``generation_s``)."""
     d = Path(plan.directory)
-    if d.exists():
-        shutil.rmtree(d)  # incomplete or damaged: never read, rebuilt
+    if d.exists() or d.is_symlink():
+        remove_own_files(plan)  # incomplete or damaged: never read, rebuilt; a file ddlio did not write is kept
     record = apply_layout(d, layout)
     plan_path = d / "plan.json"
     write_json_atomic(plan_path, plan.to_dict())
