@@ -73,6 +73,24 @@ def test_a_new_or_empty_sqlite_file_becomes_a_store_and_stays_one(tmp_path):
         assert open_store_for_reading(str(db)).version > 0
 
 
+@pytest.mark.postgres
+def test_a_postgresql_database_with_other_tables_and_no_ddlio_mark_is_refused(pg_url):
+    from sqlalchemy import create_engine, inspect, text
+
+    engine = create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    with engine.begin() as c:
+        c.execute(text("CREATE TABLE invoices (id int)"))
+    with pytest.raises(StoreError, match=r"not a ddlio results store.*invoices.*CREATE DATABASE"):
+        Store(pg_url)
+    with engine.connect() as c:
+        assert inspect(c).get_table_names() == ["invoices"]  # nothing added
+        c.execute(text("DROP TABLE invoices"))
+        c.commit()
+    engine.dispose()
+    Store(pg_url).engine.dispose()  # empty now: becomes a store
+    assert open_store_for_reading(pg_url).version > 0
+
+
 @pytest.mark.parametrize("db", ["sqlite://", "sqlite:///:memory:", "sqlite:///file:x?mode=memory&uri=true"])
 def test_an_in_memory_store_is_refused(db):
     for write in (True, False):
