@@ -14,8 +14,11 @@ A Keras model is
 input dtype (uint8 samples are drawn as random bytes, float ones in [0, 1)), and whose labels are integer classes
 (one output per class) or one number per sample. The step is ``model.train_on_batch(x, y)``: forward, loss,
 gradients and the optimizer's update, on the same in-memory batch every time, after ``--warmup`` untimed steps
-(the first one builds the train function). It prints the median and standard deviation of the step time (seconds)
-and the ``sweep.py`` overrides that use them; ``--json`` prints one JSON object instead.
+(the first one builds the train function). The batch is moved to the device the model is on (PyTorch: its
+parameters'; Keras: TensorFlow's first GPU, else the CPU) and, on an accelerator, the device is synchronised around
+each timed step, so the time is the kernels' and not their launches'; the device is printed. It prints the median
+and standard deviation of the step time (seconds) and the ``sweep.py`` overrides that use them; ``--json`` prints
+one JSON object instead.
 
 The step is measured alone, on every core the process may use: in a real job the input pipeline's threads take
 CPU from it (see the README's Fidelity section). A step that ran on the CPU (no accelerator) and kept at least half
@@ -138,14 +141,19 @@ def batch_of(model: Any, batch: int, shape: tuple[int, ...], seed: int = 0) -> t
 
 def measure(step: Any, steps: int, warmup: int) -> tuple[list[float], float]:
     """Seconds of each of ``steps`` training steps (``step()``), after ``warmup`` untimed ones; and the process's
-    CPU seconds (user + system) over the timed steps."""
+    CPU seconds (user + system) over the timed steps. The device is synchronised around each timed step
+    (``step.sync``, where the step has one: an accelerator runs the step's kernels after their launch returns, so
+    the time is the kernels', not their launches')."""
+    sync = getattr(step, "sync", None) or (lambda: None)
     for _ in range(warmup):
         step()
     times = []
     c0 = os.times()
     for _ in range(steps):
+        sync()
         t = time.perf_counter()
         step()
+        sync()
         times.append(time.perf_counter() - t)
     c1 = os.times()
     # os.times() is in clock ticks as floats: a tiny model's difference can round to -4e-16
@@ -182,11 +190,13 @@ def calibrate(spec: str, batch: int, shape: tuple[int, ...], steps: int = 30, wa
             "stdev_s": statistics.stdev(times) if len(times) > 1 else 0.0,
             "mean_s": statistics.fmean(times), "min_s": min(times), "max_s": max(times), "cpus": os.cpu_count(),
             "threads": threads, "cpu_per_step_s": cpu / steps, "cores_busy": cpu / sum(times),
-            "accelerators": step.accelerators}
+            "accelerators": step.accelerators, "device": step.device}
 
 
 def keras_step(fn: Any, spec: str, batch: int, shape: tuple[int, ...], threads: int) -> Any:
-    """The Keras model's ``train_on_batch`` on one in-memory batch, as a function with ``accelerators``."""
+    """The Keras model's ``train_on_batch`` on one in-memory batch, on the device TensorFlow places it on (the
+    first GPU where there is one; the batch put there once), as a function with ``accelerators``, ``device`` and
+    ``sync`` (``tf.test.experimental.sync_devices`` with a GPU, None on the CPU)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         import keras  # noqa: F401  (through TensorFlow)
@@ -202,17 +212,29 @@ def keras_step(fn: Any, spec: str, batch: int, shape: tuple[int, ...], threads: 
                 raise ConfigError(f"--threads {threads}: TensorFlow is already running in this process ({e})") from e
     model = build(fn, shape, spec)
     x, y = batch_of(model, batch, shape)
+    gpus = tf.config.list_logical_devices("GPU")
+    device = gpus[0].name if gpus else "/device:CPU:0"  # where TensorFlow places the step's ops
+    with tf.device(device):  # the batch on the step's device once, as a job's input pipeline hands it over
+        x, y = tf.identity(tf.constant(x)), tf.identity(tf.constant(y))
 
     def step() -> None:
-        model.train_on_batch(x, y)
+        with tf.device(device):
+            model.train_on_batch(x, y)
+
+    def sync() -> None:
+        tf.test.experimental.sync_devices()
 
     step.accelerators = [d.name for d in tf.config.list_physical_devices() if d.device_type != "CPU"]
+    step.device = device
+    step.sync = sync if gpus and hasattr(tf.test.experimental, "sync_devices") else None
     return step
 
 
 def torch_step(fn: Any, spec: str, batch: int, shape: tuple[int, ...], threads: int) -> Any:
     """A PyTorch model's training step (zero_grad, forward, loss, backward, optimizer step) on one in-memory
-    uint8 batch and integer classes (as many as the model's outputs), as a function with ``accelerators``."""
+    uint8 batch and integer classes (as many as the model's outputs), on the device the model is on (the batch
+    moved there once), as a function with ``accelerators``, ``device`` and ``sync`` (``torch.cuda.synchronize``
+    on CUDA, None on the CPU)."""
     try:
         import torch  # lazy: PyTorch
     except ImportError as e:
@@ -224,13 +246,15 @@ def torch_step(fn: Any, spec: str, batch: int, shape: tuple[int, ...], threads: 
             and isinstance(built[1], torch.optim.Optimizer) and callable(built[2])):
         raise ConfigError(f"--model {spec!r} returned {type(built).__name__}, not (nn.Module, optimizer, loss_fn)")
     model, opt, loss_fn = built
+    device = model_device(torch, model)
     gen = torch.Generator().manual_seed(0)
-    x = torch.randint(0, 256, (batch, *shape), dtype=torch.uint8, generator=gen)
+    x = torch.randint(0, 256, (batch, *shape), dtype=torch.uint8, generator=gen).to(device)
     model.train()
     with torch.no_grad():
         out = model(x)
     classes = int(out.shape[-1]) if out.ndim >= 2 else 1
     y = torch.randint(0, classes, (batch,), generator=gen) if classes > 1 else torch.rand(batch, generator=gen)
+    y = y.to(device)
 
     def step() -> None:
         opt.zero_grad()
@@ -238,8 +262,20 @@ def torch_step(fn: Any, spec: str, batch: int, shape: tuple[int, ...], threads: 
         loss.backward()
         opt.step()
 
-    step.accelerators = ["cuda"] if torch.cuda.is_available() else []
+    def sync() -> None:
+        torch.cuda.synchronize(device)
+
+    step.device = str(device)
+    step.accelerators = [] if device.type == "cpu" else [str(device)]
+    step.sync = sync if device.type == "cuda" else None
     return step
+
+
+def model_device(torch: Any, model: Any) -> Any:
+    """The device the model is on: its first parameter's (or buffer's); the CPU for a model with neither."""
+    for t in (*model.parameters(), *model.buffers()):
+        return t.device
+    return torch.device("cpu")
 
 
 #: a step that keeps at least this many cores busy, on a node without an accelerator, is emulated with CPU work
@@ -318,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{result['steps']} steps after {result['warmup']} untimed, {result['cpus']} CPUs, "
           + (f"{result['threads']} {result['framework']} threads" if result["threads"]
              else f"{result['framework']}'s default threads"))
+    print(f"device: {result['device']} (the batch moved there before the steps; "
+          + ("the device synchronised around each timed step)" if result["accelerators"] else "no accelerator)"))
     print(f"compute per batch: median {result['median_s']:.4f} s, stdev {result['stdev_s']:.4f} s "
           f"(mean {result['mean_s']:.4f}, min {result['min_s']:.4f}, max {result['max_s']:.4f}); CPU "
           f"{result['cpu_per_step_s']:.4f} s per step: {result['cores_busy']:.2f} cores busy, which a sleep leaves "
