@@ -31,7 +31,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from ddlio.errors import DdlioError
-from ddlio.signals import Terminated
+from ddlio.signals import signal_interrupt
 from ddlio.store import check_store, db_url, default_db, open_store_for_reading
 
 READ_KEYWORDS = ("select", "with", "values", "explain")
@@ -90,15 +90,17 @@ def _fetch(cur: Any, max_rows: int) -> tuple[list[Any], bool]:
 
 @contextlib.contextmanager
 def _signals_noted(stop: list[BaseException]) -> Iterator[None]:
-    """While SQLite runs, Ctrl-C and SIGTERM are noted in ``stop`` (as KeyboardInterrupt / Terminated) for the
+    """While SQLite runs, Ctrl-C, SIGTERM and SIGHUP are noted in ``stop`` (as KeyboardInterrupt / Terminated) for the
     progress handler to act on, instead of raised where they land (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     def note(signum: int, frame: Any) -> None:
-        stop.append(Terminated("SIGTERM") if signum == signal.SIGTERM else KeyboardInterrupt())
+        stop.append(signal_interrupt(signum))
 
-    before = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    sigs = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN
+                                              else [])  # nohup: SIGHUP stays ignored
+    before = {sig: signal.signal(sig, note) for sig in sigs}
     try:
         yield
     finally:

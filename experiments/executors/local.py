@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -24,8 +25,9 @@ from typing import Any
 
 from ddlio.procs import process_started
 from ddlio.records import FailureRecord, Record, read_record
+from ddlio.resources import resource_oserror, resource_sentence
 from ddlio.runpaths import RunPaths, local_measurement_lock
-from ddlio.signals import interrupt_name
+from ddlio.signals import interrupt_name, interrupt_signal
 from experiments.config import PointSpec
 from experiments.executors.base import Harvest, Harvested, Host, Pending, Submitted
 from experiments.executors.entry import SELF_JOB_ID, job_python
@@ -164,14 +166,23 @@ class LocalExecutor:
         return local_measurement_lock(spec.data_root)
 
     def _run(self, spec: PointSpec, host: Host) -> None:
-        rd = host.prepare(spec)
-        folder = RunPaths(rd).job_folder
         # the point keeps its own time limit (run_point); the driver's, a little later, is only a backstop
         timeout_min = float(spec.cluster.timeout_min) + LOCAL_BACKSTOP_MIN
-        executor = direct_executor(folder, timeout_min)
         t0 = time.perf_counter()
-        job = executor.submit(host.job, spec.to_dict(), str(rd))
-        host.submitted(spec, str(job.job_id), rd, folder, self.name)
+        rd = Path(spec.data_root)
+        try:  # its run folder, job script and pickled call: a full disk here fails the point, in one sentence
+            rd = host.prepare(spec)
+            executor = direct_executor(RunPaths(rd).job_folder, timeout_min)
+            job = executor.submit(host.job, spec.to_dict(), str(rd))
+        except OSError as e:
+            short = resource_oserror(e)
+            if short is None:
+                raise
+            host.finish(spec, FailureRecord.of(spec.to_dict(), "the point could not start: "
+                                               + resource_sentence(short, rd), run_dir=str(rd)),
+                        time.perf_counter() - t0)
+            return
+        host.submitted(spec, str(job.job_id), rd, RunPaths(rd).job_folder, self.name)
         host.report.submitted += 1
         record: Record | None
         try:
@@ -190,13 +201,21 @@ class LocalExecutor:
             if record is None:
                 record = read_record(rd) or job.result()
         except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: stop the job, store what it says of itself, then stop
-            host.finish(spec, _interrupted(_Child(executor.process), spec, rd, interrupt_name(e)),
-                        time.perf_counter() - t0)
+            host.finish(spec, _interrupted(_Child(executor.process), spec, rd, interrupt_name(e),
+                                           interrupt_signal(e)), time.perf_counter() - t0)
             raise
         except Exception as e:  # the job itself died (killed, timed out): still record the point
             state = str(getattr(job, "state", "FAILED"))
-            record = host.lost(spec, str(job.job_id), state, rd, detail=f"{type(e).__name__}: {e}")
+            record = host.lost(spec, str(job.job_id), state, rd, detail=_died(e))
         host.finish(spec, record, time.perf_counter() - t0)
+
+
+def _died(e: Exception) -> str:
+    """What submitit said of a job that died (its exception's text ends with the job's traceback): the line that
+    names the error, not the traceback around it."""
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    last = next((ln for ln in reversed(lines) if re.match(r"[\w.]+(Error|Exception|Interrupt)\b", ln)), None)
+    return f"{type(e).__name__}: {last or (lines[0] if lines else '')}"
 
 
 def process_age_s(pid: int) -> float:
@@ -240,12 +259,12 @@ def _overdue(spec: PointSpec) -> str:
             "and the job had not stopped")
 
 
-def _stop(job: _Child | _Reattached, rd: Path) -> Record | None:
-    """Interrupt a local job (SIGINT, as Ctrl-C would: it stops its MPI step and writes its failure record), give it
-    :data:`INTERRUPT_GRACE_S` to end, kill it if it has not (as submitit's controller did); the record it wrote, if
-    any."""
+def _stop(job: _Child | _Reattached, rd: Path, sig: int = signal.SIGINT) -> Record | None:
+    """Interrupt a local job (SIGINT, as Ctrl-C would, or the signal the driver got, ``sig``: it stops its MPI step
+    and writes its failure record naming that signal), give it :data:`INTERRUPT_GRACE_S` to end, kill it if it has
+    not (as submitit's controller did); the record it wrote, if any."""
     with contextlib.suppress(OSError):
-        job.signal(signal.SIGINT)
+        job.signal(sig)
     end = time.monotonic() + INTERRUPT_GRACE_S
     while time.monotonic() < end and not job.done():
         time.sleep(LOCAL_POLL_S)
@@ -264,10 +283,11 @@ def _stopped(job: _Child | _Reattached, spec: PointSpec, rd: Path, why: str) -> 
     return record
 
 
-def _interrupted(job: _Child, spec: PointSpec, rd: Path, how: str = "Ctrl-C") -> Record:
-    """After Ctrl-C (or SIGTERM, ``how``): stop the local job (it may not have seen the signal), wait a little for
-    the failure record it writes of itself, else the point's record as interrupted, so a rerun measures it again."""
-    record = _stop(job, rd)
+def _interrupted(job: _Child, spec: PointSpec, rd: Path, how: str = "Ctrl-C", sig: int = signal.SIGINT) -> Record:
+    """After Ctrl-C (or SIGTERM, SIGHUP: ``how``, the signal ``sig``): stop the local job with that signal (it may
+    not have seen it), wait a little for the failure record it writes of itself, else the point's record as
+    interrupted, so a rerun measures it again."""
+    record = _stop(job, rd, sig)
     if not isinstance(record, FailureRecord):
         record = FailureRecord.of(spec.to_dict(), f"interrupted ({how}) before the point finished; a rerun "
                                   "measures it again", job_state="INTERRUPTED", run_dir=str(rd))

@@ -7,6 +7,7 @@ to the point's run folder."""
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import time
@@ -19,7 +20,9 @@ from ddlio import env as envinfo
 from ddlio.errors import DdlioError, LaunchError, StartTimeoutError, TimeLimitError
 from ddlio.mpistep import gate_env, phase_path
 from ddlio.records import FailureRecord, Record
+from ddlio.resources import resource_oserror, resource_sentence
 from ddlio.runpaths import RunPaths
+from ddlio.signals import Terminated, interrupt_name, terminate_as_interrupt
 from experiments.config import PointSpec
 from experiments.dataset import ensure_dataset, write_json_atomic
 from experiments.kinds.base import JobContext, Measured
@@ -227,34 +230,71 @@ def failure_record(point: dict[str, Any], error: str, job_state: str = "FAILED",
 
 def run_point(point: dict[str, Any], run_dir: str) -> Record:
     """Measure one point (runs inside the job). Never raises for a measurement problem: it returns, and writes,
-    a failure record instead, so the driver and ``analysis ingest`` both see what went wrong."""
+    a failure record instead, so the driver and ``analysis ingest`` both see what went wrong. A resource that ran
+    out (space, inodes, quota, open files), wherever it happens, is stored as one sentence
+    (:func:`ddlio.resources.resource_sentence`); SIGTERM and SIGHUP are recorded by their names, as Ctrl-C is."""
     rd = Path(run_dir)
     paths = RunPaths(rd)
-    rd.mkdir(parents=True, exist_ok=True)
-    for stale in paths.records:
-        stale.unlink(missing_ok=True)
     t0 = time.perf_counter()
     try:
-        result, env = _measure(point, rd)
-        if point.get("format") == "hdf5":  # the HDF5 library's version too, with HDF5 points only
-            env["packages"] = envinfo.package_versions(hdf5=True)
-    except DdlioError as e:
-        return _failed(paths, FailureRecord.of(point, f"{type(e).__name__}: {e}", run_dir=str(rd)))
-    except Exception as e:  # an unexpected bug still must not lose the point's config and error
-        return _failed(paths, FailureRecord.of(point, f"{type(e).__name__}: {e}\n{traceback.format_exc()}",
+        with terminate_as_interrupt():
+            rd.mkdir(parents=True, exist_ok=True)
+            for stale in paths.records:
+                stale.unlink(missing_ok=True)
+            result, env = _measure(point, rd)
+            if point.get("format") == "hdf5":  # the HDF5 library's version too, with HDF5 points only
+                env["packages"] = envinfo.package_versions(hdf5=True)
+    except KeyboardInterrupt as e:  # SIGINT: Ctrl-C in the driver's terminal, or the executor's own time limit
+        how = "SIGINT: Ctrl-C, or the executor's time limit" if not isinstance(e, Terminated) else interrupt_name(e)
+        return _failed(paths, FailureRecord.of(point, f"interrupted ({how}) after {time.perf_counter() - t0:.1f} s; "
+                                               "a rerun measures the point again", job_state="INTERRUPTED",
                                                run_dir=str(rd)))
-    except KeyboardInterrupt:  # SIGINT: Ctrl-C in the driver's terminal, or the executor's own time limit
-        return _failed(paths, FailureRecord.of(point, "interrupted (SIGINT: Ctrl-C, or the executor's time limit) "
-                                               f"after {time.perf_counter() - t0:.1f} s; a rerun measures the point "
-                                               "again", job_state="INTERRUPTED", run_dir=str(rd)))
+    except Exception as e:  # an unexpected bug still must not lose the point's config and error
+        return _failed(paths, FailureRecord.of(point, _error_text(e, point, rd), run_dir=str(rd)))
     record = result.with_facts(point=point, run_dir=str(rd), job_state="COMPLETED", env=env,
                                point_seconds=time.perf_counter() - t0)
-    write_json_atomic(paths.result, record.to_dict())
+    try:
+        write_json_atomic(paths.result, record.to_dict())
+    except OSError as e:  # measured, but its record cannot be kept: the job's return value still carries it
+        if resource_oserror(e) is None:
+            raise
+        print(f"ddlio: the result could not be written to {paths.result}: {resource_sentence(e, rd)}",
+              file=sys.stderr, flush=True)
     return record
 
 
+def _error_text(e: Exception, point: dict[str, Any], rd: Path) -> str:
+    """The stored error of a point that failed with ``e``: one sentence for a resource that ran out (which, where,
+    how much), the exception for a ddlio error, the exception and its traceback for anything else (a bug)."""
+    datasets = Path(str(point.get("data_root") or "/nonexistent")) / "datasets"
+    w = point.get("workload") or {}
+    planned = int(w.get("samples") or 0) * int(w.get("sample_size") or 0) or None  # payload bytes of the dataset
+    short = resource_oserror(e)
+    if short is not None:
+        where = Path(os.fsdecode(short.filename)) if short.filename else rd
+        needed = planned if datasets in where.parents else None
+        return f"{type(e).__name__}: {resource_sentence(short, rd, needed)}"
+    if isinstance(e, DdlioError):
+        cause = failure_cause(str(e))
+        codes = {"No space left on device": errno.ENOSPC, "Disk quota exceeded": errno.EDQUOT}
+        if cause in codes:  # said by an MPI step's output (generate, kernel): the step's name and one sentence
+            step = str(e).split(":", 1)[0]
+            said = OSError(codes[cause], cause, str(datasets.parent))
+            return f"{type(e).__name__}: {step}: {resource_sentence(said, needed_bytes=planned)}"
+        return f"{type(e).__name__}: {e}"
+    return f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
+
+
 def _failed(paths: RunPaths, record: FailureRecord) -> FailureRecord:
-    write_json_atomic(paths.failure, record.to_dict())
+    """Write the failure ``record`` to the run folder; when the folder's file system cannot hold it (full), the
+    record is still returned: the job's return value carries it to the driver."""
+    try:
+        write_json_atomic(paths.failure, record.to_dict())
+    except OSError as e:
+        if resource_oserror(e) is None:
+            raise
+        print(f"ddlio: the failure record could not be written to {paths.failure}: {resource_sentence(e)}",
+              file=sys.stderr, flush=True)
     return record
 
 
