@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import select
 
 from analysis.query import summary_frame
+from ddlio import phase
 from ddlio.jobstates import JobWatcher
 from ddlio.store import Point, Sweep, SweepPoint, open_store_for_reading
 
@@ -37,7 +38,7 @@ def main(args: argparse.Namespace) -> int:
         for sw in sweeps:
             rows = s.execute(
                 select(SweepPoint.action, Point.status, Point.label, Point.repeat, Point.job_id, Point.job_state,
-                       Point.error, Point.point_key)
+                       Point.error, Point.point_key, Point.run_dir)
                 .join(Point, Point.point_key == SweepPoint.point_key)
                 .where(SweepPoint.sweep_id == sw.id)
                 .order_by(Point.label)
@@ -66,6 +67,8 @@ def main(args: argparse.Namespace) -> int:
                     line += f": {r.error.strip().splitlines()[0][:100]}"
                 elif r.status == "submitted" and r.job_id in slurm:
                     line += f": {slurm[r.job_id]}"
+                elif r.status == "submitted" and (ph := phase.read(r.run_dir)) is not None:
+                    line += f": {phase.describe(ph)}"  # the phase its job or kernel last wrote (ddlio.phase)
                 print(line)
     return 0
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ddlio import phase
 from ddlio.errors import KernelError
 from ddlio.metrics import RankEpoch, aggregate, aggregate_run, histogram
 from ddlio.runpaths import RunPaths
@@ -79,6 +80,12 @@ class Kernel:
                                              paths=self.paths, lanes=self.lanes, record=self.record, fmt=fmt,
                                              trace=self.trace, watch=self.watch, io=self.io, fault=self.fault))
         self._prime()
+        #: where rank 0 says which phase the point is in (ddlio.phase: the screen and `analysis status` read it)
+        self.run_dir = Path(spec["result_path"]).parent if self.rank == 0 and spec.get("result_path") else None
+        self.epoch_s: list[float] = []
+        self._epoch_t0 = time.monotonic()
+        if self.run_dir is not None and w.settle:
+            phase.write(self.run_dir, "settling")
         self._set_up_below_client()
         # the emulated compute: compute=cpu calibrates its work rate here, untimed, every rank of a node at once
         # (as they compute at once in the epochs)
@@ -131,7 +138,15 @@ class Kernel:
 
     def prepare_epoch(self, epoch: int) -> None:
         """Before ``epoch`` is timed: the page cache as the policy asks (node leaders evict or warm and measure
-        residency), the epoch's cache label agreed on every rank, and every rank at the starting line."""
+        residency), the epoch's cache label agreed on every rank, and every rank at the starting line (rank 0 says
+        first that the epoch is next: :mod:`ddlio.phase`)."""
+        if self.run_dir is not None:  # each epoch's seconds, its cache preparation included, for the estimate
+            now = time.monotonic()
+            if epoch:
+                self.epoch_s.append(now - self._epoch_t0)
+            self._epoch_t0 = now
+            phase.write(self.run_dir, "epoch", epoch=epoch, epochs=int(self.point.workload.epochs),
+                        epoch_s=self.epoch_s)
         report = prepare_cache(self.policy, epoch, self.files, self.leader, self.flush)
         reports = [r for r in self.comm.allgather(report) if r is not None]
         state, before, after, note = cache_state(self.policy, reports)

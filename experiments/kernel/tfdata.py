@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from experiments.config import TF_INSTALL_HINT, PointSpec
+from experiments.kernel.guards import inject
 
 #: what reader=tf without TensorFlow raises (the text is the configuration's: validate reports it too)
 INSTALL_HINT = TF_INSTALL_HINT
@@ -219,8 +220,6 @@ def run_epoch(tf: Any, plan: Any, point: PointSpec, epoch: int, ranks: int, rank
             f"on the {plan.format} files in {folder})"))
     after: Callable[[], None] | None = None
     if fault is not None:
-        from experiments.kernel.guards import inject  # the kernel's fault hooks
-
         if fault == "hang":
             inject(fault, rank)
 

@@ -9,6 +9,7 @@ import json
 from typing import Any, ClassVar
 
 from ddlio import env as envinfo
+from ddlio import phase
 from ddlio.errors import LaunchError
 from ddlio.records import ResultRecord
 from experiments.config import PointSpec
@@ -53,6 +54,7 @@ class TrainKind(WorkloadKind):
         system, layout applied, files and bytes) and the environment (versions, host: taken while the kernel's ranks
         start, not after they measured)."""
         spec, paths = ctx.spec, ctx.paths
+        phase.write(paths.root, "starting")  # what the screen and `analysis status` show (ddlio.phase)
         plan = DatasetPlan.from_point(spec)
         for stale in (paths.kernel_result, paths.damaged):  # only this run's kernel may leave one
             stale.unlink(missing_ok=True)
@@ -66,7 +68,8 @@ class TrainKind(WorkloadKind):
             info = ctx.ensure(
                 plan, Layout(spec.layout.stripe_count, spec.layout.stripe_size, spec.layout.object_size,
                              spec.layout.pool),
-                lambda plan_path, ranks: kernel.generate(plan_path), spec.ranks,
+                lambda plan_path, ranks: (phase.write(paths.root, "generating"), kernel.generate(plan_path))[1],
+                spec.ranks,
             )
             lock = executor_for(spec.cluster.executor).measurement_lock(spec)
             with exclusive(lock) if lock else contextlib.nullcontext():

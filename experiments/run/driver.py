@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ddlio.phase import LiveLine, time_split
 from ddlio.records import FailureRecord, Outcome, Record, ResultRecord, read_record
 from ddlio.runpaths import RunPaths
 from experiments.config import PointSpec
@@ -72,7 +73,15 @@ class Driver:
 
     def __init__(self, tracker: Tracker, report: SweepReport, echo: Callable[[str], None],
                  job: Callable[[dict[str, Any], str], Record] = run_point) -> None:
-        self.tracker, self.report, self.echo, self.job = tracker, report, echo, job
+        self.tracker, self.report, self.job = tracker, report, job
+        #: the running local point's phase, in place on a terminal (ddlio.phase); every other line clears it first
+        self.live = LiveLine()
+
+        def say(line: str) -> None:
+            self.live.clear()
+            echo(line)
+
+        self.echo = say
         self.t0 = time.perf_counter()
         self.done = 0
         self.token, self.host, self.pid = uuid.uuid4().hex, socket.gethostname(), os.getpid()
@@ -103,6 +112,7 @@ class Driver:
     # ------------------------------------------------------------------------------------ the store's claims
     def heartbeat(self) -> None:
         """Tell the store this driver is alive (at most every :data:`HEARTBEAT_S` seconds); call it while waiting."""
+        self.live.tick()
         if time.monotonic() - self.last_beat >= HEARTBEAT_S:
             self.last_beat = time.monotonic()
             self.tracker.heartbeat(self.token)
@@ -140,6 +150,8 @@ class Driver:
 
     def submitted(self, spec: PointSpec, job_id: str, run_dir: Path, folder: Path, executor: str) -> None:
         """The scheduler accepted the point's job: note it in the run folder and the store (SUBMIT_OK)."""
+        if executor == "local":  # one at a time, waited for here: its phase shown while it runs
+            self.live.running(self.report.label(spec), run_dir)
         self.submitted_many([(spec, job_id, run_dir)], folder, executor)
 
     def submitted_many(self, items: Sequence[tuple[PointSpec, str, Path]], folder: Path, executor: str) -> None:
@@ -164,6 +176,7 @@ class Driver:
 
     def finish(self, spec: PointSpec, record: Record, seconds: float | None = None, keep: bool = False) -> None:
         """Store a point's outcome and report it; the claim is released unless ``keep`` (measured again next)."""
+        self.live.done()
         self.on(spec, OUTCOME_EVENTS[record.outcome])  # -> STORE
         self.tracker.record(record.to_dict())
         if not keep:
@@ -190,6 +203,9 @@ class Driver:
         took = f"  ({seconds:.1f} s)" if seconds is not None else ""
         prefix = self._line(spec)
         if isinstance(record, ResultRecord):
+            split = time_split(record.fields, record.totals)  # generation apart from the epochs (ddlio.phase)
+            if split:
+                took = f"  ({seconds:.1f} s: {split})" if seconds is not None else f"  ({split})"
             self.report.completed += 1
             self.report.final[spec.point_key] = State.COMPLETED.value
             self.echo(f"{prefix}: {result_line(record)}{took}")
