@@ -10,6 +10,9 @@ A point is invalid when any of these holds (each reason names its numbers):
 - ``fewer than MIN_STEPS steps``: too few training steps (samples / (batch × ranks) × epochs) for a stable rate;
 - ``repetitions vary``: the coefficient of variation of the configuration's repetitions' bandwidth exceeds
   :data:`MAX_CV`;
+- ``timed I/O too short``: the slowest rank's timed I/O (``io_time_slowest_s``) is below :data:`MIN_IO_S`: a
+  rate over a few milliseconds is mostly timer and scheduling noise (the same configuration read 394, 113 and
+  324 MiB/s over ~4 ms), never a basis for a recommendation;
 - ``striping requested but not applied``: a stripe layout other than the default (count 1, 1 MiB) was asked for
   on a file system that does not stripe.
 
@@ -23,13 +26,14 @@ import numpy as np
 import pandas as pd
 
 from analysis.configs import row_codes
+from ddlio.evidence import DEFAULT_STRIPE, MIN_IO_S, stripe_unapplied, too_short
+
+__all__ = ["DEFAULT_STRIPE", "MAX_CV", "MIN_IO_S", "MIN_STEPS", "is_valid", "left_out_note", "valid_only", "verdicts"]
 
 #: fewest training steps (batches per rank, over all epochs) a valid point has
 MIN_STEPS = 2
 #: largest coefficient of variation (sample std / mean) of a configuration's repetitions' bandwidth
 MAX_CV = 1.0
-#: the stripe request that is every point's default (count, size in bytes): asking for it is not asking to stripe
-DEFAULT_STRIPE = (1, 1024 * 1024)
 
 
 def _human(n: float) -> str:
@@ -55,11 +59,15 @@ def _reasons(r: pd.Series, cv: float, memory: float) -> list[str]:
     steps = np.floor(float(r.get("samples") or 0) / max(batch * ranks, 1)) * float(r.get("epochs") or 1)
     if steps < MIN_STEPS:
         out.append(f"fewer than {MIN_STEPS} steps ({steps:.0f})")
+    io = r.get("io_time_slowest_s")
+    if io is not None and io is not pd.NA and too_short(float(io)):
+        out.append(f"timed I/O too short ({float(io) * 1000:.3g} ms < {MIN_IO_S} s): grow the workload (samples, "
+                   "epochs) to measure something")
     if cv == cv and cv > MAX_CV:
         out.append(f"repetitions vary: CV {cv:.2f} > {MAX_CV}")
     stripe = (r.get("stripe_count"), r.get("stripe_size"))
     applicable = r.get("striping_applicable")
-    if applicable is not None and applicable is not pd.NA and not bool(applicable) and stripe != DEFAULT_STRIPE:
+    if applicable is not pd.NA and stripe_unapplied(*stripe, applicable):
         out.append(f"striping requested (count {stripe[0]}, size {_human(float(stripe[1] or 0))}) but not applied "
                    f"on {r.get('fs_type') or 'this file system'}")
     return out
@@ -86,6 +94,9 @@ def verdicts(points: pd.DataFrame, memory_bytes: dict[str, float] | None = None)
         facts = facts.drop(columns="env_id")
     else:
         facts["_mem"] = float(memory_bytes.get(None, float("nan")))
+    if "io_time_slowest_s" in facts.columns:  # only whether it is short matters, and by how much (0.1 ms steps)
+        io = pd.to_numeric(facts["io_time_slowest_s"], errors="coerce").astype(float)
+        facts["io_time_slowest_s"] = io.where(io < MIN_IO_S).round(4)
     codes, uniques = _factorize(facts)
     # _reasons reads its inputs by name: the row's _cv and _mem are passed beside it, not dropped from it (slow)
     texts = np.array(["; ".join(_reasons(r, float(r["_cv"]), float(r["_mem"]))) for _, r in uniques.iterrows()],
@@ -97,7 +108,7 @@ def verdicts(points: pd.DataFrame, memory_bytes: dict[str, float] | None = None)
 
 #: the columns :func:`_reasons` reads (besides the CV and the node memory)
 _INPUTS = ["cache_policy", "cache", "samples", "sample_size", "first_read", "ranks", "batch_size", "epochs",
-           "stripe_count", "stripe_size", "striping_applicable", "fs_type", "env_id"]
+           "stripe_count", "stripe_size", "striping_applicable", "fs_type", "env_id", "io_time_slowest_s"]
 
 
 def _factorize(facts: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:

@@ -13,6 +13,30 @@ from ddlio.lazy import lazy_import
 np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
 
+#: shortest timed I/O (seconds: the slowest rank's read and metadata calls over all epochs) a point must have to be
+#: trusted: below it a rate is timer and scheduling noise (one configuration read 394, 113 and 324 MiB/s in ~4 ms).
+#: Such a point is invalid (analysis.validity), its line says so, the guidelines leave it out.
+MIN_IO_S = 0.1
+#: the stripe request that is every point's default (count, size in bytes): asking for it is not asking to stripe
+DEFAULT_STRIPE = (1, 1024 * 1024)
+
+
+def too_short(io_s: float | None) -> bool:
+    """Whether a point's timed I/O (seconds; None or NaN: not measured) is below :data:`MIN_IO_S`."""
+    return io_s is not None and io_s == io_s and float(io_s) < MIN_IO_S
+
+
+def stripe_unapplied(stripe_count: int | None, stripe_size: int | None, applicable: bool | None) -> bool:
+    """Whether a point asked for a stripe layout other than :data:`DEFAULT_STRIPE` on a file system that does not
+    stripe (``applicable`` False; None: not known, not judged). One rule for the point's line, its label, its
+    validity, "best" and the guidelines: such a point is invalid and counts nowhere."""
+    if applicable is None or bool(applicable):
+        return False
+    count = DEFAULT_STRIPE[0] if stripe_count is None or stripe_count != stripe_count else int(stripe_count)
+    size = DEFAULT_STRIPE[1] if stripe_size is None or stripe_size != stripe_size else int(stripe_size)
+    return (count, size) != DEFAULT_STRIPE
+
+
 def interval(values: Sequence[float], confidence: float = 0.95, draws: int = 2000) -> tuple[float, float]:
     """Percentile-bootstrap interval of the mean of ``values`` (seeded: the same values give the same interval);
     (nan, nan) with fewer than two values: one measurement has no interval."""

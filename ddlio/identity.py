@@ -23,6 +23,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ddlio.evidence import stripe_unapplied
 from ddlio.lazy import LazyRegistry
 
 #: stored keys that do not change what is measured: a configuration is the point without them
@@ -210,7 +211,8 @@ def varying_knobs(configs: Sequence[Mapping[str, Any]], without: Iterable[str] =
 def labels(configs: Sequence[Mapping[str, Any]], always: Iterable[str] = ()) -> list[str]:
     """One label per stored point config of ``configs``, for showing them together: the paper's head
     (:func:`paper_label`), then every knob in which the points differ (plus the knob names in ``always``), then
-    ``stripe not applied`` where the stripe count varies but this point's file system does not stripe.
+    ``stripe not applied`` where the stripe count varies but this point's file system does not stripe; a stripe
+    layout other than the default asked for there is never named as applied (``1N-4P-stripe=2-not-applied``).
     Repetitions of one configuration get the same label; two configurations never do (``#<key>`` breaks a tie
     that the knobs shown cannot)."""
     configs = list(configs)
@@ -221,7 +223,11 @@ def labels(configs: Sequence[Mapping[str, Any]], always: Iterable[str] = ()) -> 
     for c in configs:
         k = knobs(c)
         parts = [paper_label(c)] + [k[n] for n in vary if n in k]
-        if stripes_vary and c.get("striping_applicable") is False:
+        if stripe_unapplied(c.get("stripe_count"), c.get("stripe_size"), c.get("striping_applicable")):
+            # never "2OST" for a layout that was not applied: the label says what was asked and that it was not
+            words = layout_words(int(c.get("stripe_count", 1)), c.get("fs_type"), named=True)
+            parts[0] = parts[0].removesuffix(words) + f"stripe={c.get('stripe_count')}-not-applied"
+        elif stripes_vary and c.get("striping_applicable") is False:
             parts.append("stripe not applied")
         out.append(" ".join(parts))
     keys = [config_key(c) for c in configs]

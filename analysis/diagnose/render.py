@@ -21,14 +21,15 @@ def _num(v: float | None) -> str:
 
 
 def by_severity(diags: list[Diagnosis]) -> list[Diagnosis]:
-    """The diagnoses worst first (high, warn, info, ok), in their given order within a level."""
+    """The diagnoses worst first (high, warn, info, ok), in their given order within a level: as the text and
+    HTML list them (JSON and CSV keep the store's order, for programs that compare runs)."""
     return sorted(diags, key=lambda d: -d.worst)
 
 
 def rows(diags: list[Diagnosis]) -> list[dict[str, Any]]:
     """One flat row per finding (:data:`CSV_COLUMNS`)."""
     out = []
-    for d in by_severity(diags):
+    for d in diags:
         for f in d.findings:
             out.append({"kind": d.subject.kind, "subject": d.subject.key, "label": d.subject.label, "code": f.code,
                         "drishti": DRISHTI.get(f.code, ""), "level": str(f.level), "title": f.title,
@@ -41,7 +42,7 @@ def to_json(diags: list[Diagnosis]) -> str:
     return json.dumps([{"kind": d.subject.kind, "subject": d.subject.key, "label": d.subject.label,
                         "points": d.subject.points, "worst": str(d.worst), "reproduce": d.reproduce,
                         "findings": [{**f.as_dict(), "drishti": DRISHTI.get(f.code)} for f in d.findings]}
-                       for d in by_severity(diags)], indent=2, default=str) + "\n"
+                       for d in diags], indent=2, default=str) + "\n"
 
 
 def to_csv(diags: list[Diagnosis]) -> str:

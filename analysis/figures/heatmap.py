@@ -19,8 +19,13 @@ def draw_heatmap(values: pd.DataFrame, layouts: pd.DataFrame) -> Figure:
     """Best bandwidth (colour, MiB/s) and its stripe layout (text) per format × access (rows) and node count
     (columns); frames from :func:`analysis.frames.heatmap_frame`. Empty cells were not measured."""
     longest = max((len(str(r)) for r in values.index), default=8)
-    fig, axes = _figure(max(5.0, 1.4 * values.shape[1] + 3.5), max(2.5, 0.55 * values.shape[0] + 1.5),
-                        left=0.75 + longest * 0.075, right=1.5)
+    # a cell holds its layout's name and a number in 7-point text: as wide as the longest (never clipped, with one
+    # node column too); the colour bar takes 12% of the axes' width beside them
+    text = max((len(lay) for lay in layouts.to_numpy(dtype=object).ravel() if isinstance(lay, str)), default=6)
+    cell = max(1.1, 0.07 * max(text, 6) + 0.35)
+    left, right = 0.75 + longest * 0.075, 1.5
+    fig, axes = _figure(max(5.0, left + right + cell * max(1, values.shape[1]) / 0.88),
+                        max(2.5, 0.55 * values.shape[0] + 1.5), left=left, right=right)
     ax = axes[0, 0]
     data = np.ma.masked_invalid(values.to_numpy(dtype=float))
     im = ax.imshow(data, aspect="auto", cmap="viridis")

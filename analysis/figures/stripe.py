@@ -56,8 +56,16 @@ def draw_stripe(frame: pd.DataFrame, metric: str, colours: dict[str, str] | None
 
 
 def plan(inp: Inputs) -> list[FigureJob]:
-    """A figure per metric of :data:`METRICS`."""
-    frames = {m: F.stripe_frame(inp.cfg, m) for m in METRICS}
+    """A figure per metric of :data:`METRICS`, of the configurations whose stripe layout was applied; none when
+    fewer than two stripe counts were (one stripe count, or a file system that does not stripe, has no curve)."""
+    cfg = inp.cfg
+    if cfg.empty or "stripe_count" not in cfg.columns:
+        return []
+    if "striping_applicable" in cfg.columns:
+        cfg = cfg[cfg["striping_applicable"].fillna(False).astype(bool)]
+    if cfg["stripe_count"].nunique() < 2:
+        return []
+    frames = {m: F.stripe_frame(cfg, m) for m in METRICS}
     colours = colour_map(s for fr in frames.values() for s in fr["series"].astype(str))
     return [FigureJob(f"stripe_{metric}", f"{F.METRICS[metric][0]} against stripe count",
                       partial(draw_stripe, frames[metric], metric, colours)) for metric in METRICS]

@@ -8,6 +8,7 @@ import pandas as pd
 
 from analysis.frames import METRICS
 from analysis.guidelines.compare import Settings
+from analysis.guidelines.render import swept_layouts
 
 
 def _pct(row: pd.Series) -> str:
@@ -57,12 +58,13 @@ def statements(layouts: pd.DataFrame, formats: pd.DataFrame, points: pd.DataFram
               f"{r['runner_up']} ({r['runner_up_layout']})" for _, r in run.iterrows()]
         lo, hi = run["gain_pct"].min(), run["gain_pct"].max()
         gains = f"{lo:+.0f}%" if round(lo) == round(hi) else f"{lo:+.0f}% to {hi:+.0f}%"
-        out.append({"text": f"{lead} leads {access} {sclass.split(' ')[0]}-sample reads ({ppn} per node{where}) "
+        ranks = f"{ppn} rank{'s' if ppn != 1 else ''} per node"
+        out.append({"text": f"{lead} leads {access} {sclass.split(' ')[0]}-sample reads ({ranks}{where}) "
                             f"{span}: "
                             f"{gains} {METRICS[st.metric][0].split(' (')[0]} over the next format.", "evidence": ev})
-    for verdicts, what in ((layouts["verdict"], "stripe-layout"), (formats["verdict"], "format")):
-        undecided = layouts if what == "stripe-layout" else formats
-        und = undecided[verdicts == "cannot decide"]
+    swept = swept_layouts(layouts)  # a scenario with one stripe layout measured had nothing to decide
+    for undecided, what in ((swept, "stripe-layout"), (formats, "format")):
+        und = undecided[undecided["verdict"] == "cannot decide"]
         if len(und):
             why = und["reason"].str.split(":").str[0].value_counts()
             out.append({"text": f"{len(und)} of {len(undecided)} {what} scenarios cannot be decided.",

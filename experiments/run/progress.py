@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddlio.evidence import MIN_IO_S, stripe_unapplied, too_short
 from ddlio.identity import cache_text, labels
 from ddlio.records import ResultRecord
 
@@ -63,7 +64,26 @@ def result_line(record: ResultRecord) -> str:
                          for m in record.fields.get("metrics") or ()) or "measured"
     notes = [e.get("cache_note") for e in record.fields.get("epochs", []) if isinstance(e, dict)]
     return (f"{t['bandwidth_mib_s']:.1f} MiB/s, {t['iops']:.0f} IOPS, "
-            + _cache(point.get("cache"), t.get("cache"), point.get("fs_type"), next((n for n in notes if n), None)))
+            + _cache(point.get("cache"), t.get("cache"), point.get("fs_type"), next((n for n in notes if n), None))
+            + "".join(f"; warning: {w}" for w in trust_warnings(record)))
+
+
+def trust_warnings(record: ResultRecord) -> list[str]:
+    """Why a measured point is not to be trusted, as its line says it (the reasons :mod:`analysis.validity` stores
+    as ``invalid``, by the same rules of :mod:`ddlio.evidence`): timed I/O below :data:`MIN_IO_S`, a stripe count
+    asked for on a file system that does not stripe."""
+    t, out = record.totals, []
+    io = t.get("io_time_slowest_s")
+    if too_short(io):
+        out.append(f"timed I/O {float(io) * 1000:.3g} ms is under the {MIN_IO_S} s floor: too short to trust "
+                   "(invalid; grow workload.samples or workload.epochs)")
+    layout = record.fields.get("layout") or {}
+    asked = layout.get("requested") or {}
+    count = asked.get("stripe_count", record.point.get("stripe_count"))
+    if stripe_unapplied(count, asked.get("stripe_size", record.point.get("stripe_size")), layout.get("applicable")):
+        fs = (record.fields.get("fs") or {}).get("type") or record.point.get("fs_type") or "this file system"
+        out.append(f"stripe={count} not applied: {fs} does not stripe (invalid; left out of best and the guidelines)")
+    return out
 
 
 def adopted_line(row: dict[str, Any]) -> str:
