@@ -215,3 +215,28 @@ def test_a_hung_or_crashed_rank_fails_the_point_with_its_reason(sweep, tmp_path,
         [(status, error)] = c.execute("SELECT status, error FROM points").fetchall()
     assert status == "failed" and said in error, error
     assert not (tmp_path / "data" / "checkpoints").exists()
+
+
+def test_only_the_files_ddlio_wrote_are_removed_from_a_points_checkpoints(tmp_path):
+    from experiments.kinds.checkpoint import MARKER, _fresh, _remove
+
+    root = tmp_path / "checkpoints" / "key"
+    plan = CheckpointPlan.build(_options(count=2), 2, "fpp", 1, root)
+    _fresh(root, plan)
+    for k in range(2):
+        plan.directory(k).mkdir()
+        for name in plan.files():
+            (plan.directory(k) / name).write_bytes(b"x")
+    _remove(root, plan)
+    assert not root.exists() and not root.parent.exists()  # all ddlio's: gone, checkpoints/ too
+
+    _fresh(root, plan)
+    plan.directory(0).mkdir()
+    (plan.directory(0) / plan.files()[0]).write_bytes(b"x")
+    (plan.directory(0) / "notes.txt").write_text("mine")  # a file someone else put there
+    _remove(root, plan)
+    assert (plan.directory(0) / "notes.txt").read_text() == "mine" and (root / MARKER).exists()
+    assert not (plan.directory(0) / plan.files()[0]).exists()
+    with pytest.raises(KernelError, match=r"holds files ddlio did not write \(ckpt-0/notes.txt\)"):
+        _fresh(root, plan)  # a rerun refuses rather than removes it
+    assert (plan.directory(0) / "notes.txt").exists()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import time
 from pathlib import Path
 from typing import Any, ClassVar
@@ -152,7 +151,7 @@ class CheckpointKind(WorkloadKind):
         root = Path(plan.root)
         spec_path, result_path = ctx.run_dir / "checkpoint-spec.json", ctx.run_dir / "checkpoint-result.json"
         result_path.unlink(missing_ok=True)
-        _fresh(root)
+        _fresh(root, plan)
         try:
             request = Layout(spec.layout.stripe_count, spec.layout.stripe_size, spec.layout.object_size,
                              spec.layout.pool)
@@ -171,7 +170,7 @@ class CheckpointKind(WorkloadKind):
             layout = _layout(plan, records, request)
             fs = fs_info(root).to_dict()
         finally:
-            _remove(root)
+            _remove(root, plan)
         values = self.values(plan, said)
         record = self.record(ctx, values, started, finished, fs=fs, layout=layout,
                              nodes=sorted({r["host"] for r in said["ranks"]}),
@@ -226,22 +225,48 @@ def _line(values: dict[str, float], cache: dict[str, Any]) -> str:
     return out
 
 
-def _fresh(root: Path) -> None:
-    """An empty ``root`` for the point's checkpoints: one left by an earlier run of the point (marked as
-    ddlio's) is removed; a directory ddlio did not make is refused, never emptied."""
+def _fresh(root: Path, plan: CheckpointPlan) -> None:
+    """An empty ``root`` for the point's checkpoints: what an earlier run of the point left (its files, in a
+    directory marked as ddlio's) is removed; a directory ddlio did not make, or one holding files ddlio did not
+    write, is refused, never emptied."""
     if root.exists():
         if not (root / MARKER).exists():
             raise KernelError(f"{root} exists and was not made by ddlio (no {MARKER} in it): move it away")
-        shutil.rmtree(root)
+        left = _remove_own(root, plan)
+        if left:
+            raise KernelError(f"{root} holds files ddlio did not write ({', '.join(left[:3])}"
+                              f"{', ...' if len(left) > 3 else ''}): move them away")
     root.mkdir(parents=True)
     (root / MARKER).write_text("ddlio checkpoints of one point; removed once measured\n")
 
 
-def _remove(root: Path) -> None:
+def _remove(root: Path, plan: CheckpointPlan) -> None:
+    """Remove the point's checkpoints once measured: only the files the plan names in its ``ckpt-<k>``
+    directories, the marker, and the directories left empty (a file someone else put there stays)."""
     if (root / MARKER).exists():
-        shutil.rmtree(root, ignore_errors=True)
+        _remove_own(root, plan)
         with contextlib.suppress(OSError):
             root.parent.rmdir()  # checkpoints/ itself, when no other point's are left in it
+
+
+def _remove_own(root: Path, plan: CheckpointPlan) -> list[str]:
+    """Unlink the files ddlio writes under ``root`` (each ``ckpt-<k>/`` directory's plan files, the marker) and
+    remove the directories left empty: the names of what is left (not ddlio's), ``root`` itself gone if none."""
+    own = set(plan.files())
+    for d in sorted(root.glob("ckpt-*")):
+        if d.is_dir() and not d.is_symlink() and d.name[5:].isdigit():
+            for name in own:
+                with contextlib.suppress(FileNotFoundError):
+                    (d / name).unlink()
+            with contextlib.suppress(OSError):
+                d.rmdir()
+    left = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.name != MARKER and not p.is_dir())
+    left = left or sorted(str(p.relative_to(root)) for p in root.iterdir() if p.name != MARKER)  # empty folders
+    if not left:
+        (root / MARKER).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            root.rmdir()
+    return left
 
 
 def _layout(plan: CheckpointPlan, records: list[Any], request: Layout) -> dict[str, Any]:
