@@ -26,6 +26,7 @@ from ddlio.errors import DdlioError
 from ddlio.secrets import mask, masked_stdio
 from ddlio.signals import interrupt_code, interrupt_name, terminate_as_interrupt
 from experiments.config import register_configs
+from hydra_plugins.ddlio_launcher.master import swept_groups_master
 from hydra_plugins.ddlio_launcher.mode import known_mode
 
 register_configs()
@@ -75,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.argv = [saved[0] if saved else "sweep.py", *args]
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises what it refuses instead of exiting 1: see run()
     try:
-        with known_mode(args):  # Hydra's main composes no config just to learn hydra.mode
+        # known_mode: Hydra's main composes no config just to learn hydra.mode; swept_groups_master: the sweep's
+        # config composes with the swept groups' own options (-m format=npz,npy format.load=whole)
+        with known_mode(args), swept_groups_master():
             _point()
     except SystemExit as e:  # --help, bad input (2), failed points (1), interrupted (130)
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
@@ -100,11 +103,11 @@ def refused(e: BaseException) -> str | None:
     if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and getattr(cause, "full_key", None):
         key = str(cause.full_key)
         given = re.search(rf"use \+({re.escape(key)}=.*)", str(e))  # Hydra says: "To append ... use +key=value"
-        return unknown_key_problem(key, given=given[1].strip() if given else None)
+        return unknown_key_problem(key, given=given[1].strip() if given else None,
+                                   conf=getattr(cause, "object_type", None))
     missing, options = getattr(e, "missing_cfg_file", None), getattr(e, "options", None)
     if isinstance(e, MissingConfigException) and missing and options:  # a group option: format=hdf6
-        group, _, name = str(missing).rpartition("/")
-        return f"{group}={name} is unknown: choose one of {', '.join(options)}"
+        return unknown_option_problem(str(missing), [str(o) for o in options])
     if isinstance(e, (HydraException, OmegaConfBaseException)):
         lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
         detail = [ln for ln in (str(cause).splitlines() if cause else []) if ln.strip()][:1]
@@ -121,6 +124,23 @@ def refused(e: BaseException) -> str | None:
     if isinstance(e, (ValueError, TypeError)) and "/hydra/" in raised_in:
         return f"Hydra refused the overrides: {e}"
     return None
+
+
+def unknown_option_problem(missing: str, options: list[str]) -> str:
+    """The message for a config group's option that Hydra did not find (``missing``: ``format/hdf6``): the line
+    that installs it where it is a plug-in installed apart (``hydra/sweeper=optuna``), else the closest option
+    and every one."""
+    import difflib  # lazy: only on an error
+
+    from hydra_plugins.ddlio_launcher.config import PLUGIN_EXTRAS  # lazy: only on an error
+
+    group, _, name = missing.rpartition("/")
+    extra = PLUGIN_EXTRAS.get(f"{group}={name}")
+    if extra is not None:
+        return extra
+    close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+    hint = f" (did you mean {group}={close[0]}?)" if close else ""
+    return f"{group}={name} is unknown: choose one of {', '.join(options)}{hint}"
 
 
 #: what makes Hydra print the composed config (``db`` included) instead of running points

@@ -24,6 +24,18 @@ class DdlioSweeperConf:
     direction: str = "maximize"
 
 
+#: Hydra plug-ins ddlio works with that are installed apart (found by Hydra's scan of the ``hydra_plugins``
+#: namespace package): a choice of one that is not installed -> the line that installs it
+PLUGIN_EXTRAS: dict[str, str] = {
+    "hydra/sweeper=optuna": "hydra/sweeper=optuna needs the Optuna sweeper (hydra-optuna-sweeper): "
+                            "pip install -e '.[tune]'",
+    "hydra/launcher=submitit_local": "hydra/launcher=submitit_local needs hydra-submitit-launcher: "
+                                     "pip install hydra-submitit-launcher",
+    "hydra/launcher=submitit_slurm": "hydra/launcher=submitit_slurm needs hydra-submitit-launcher: "
+                                     "pip install hydra-submitit-launcher",
+}
+
+
 cs = ConfigStore.instance()
 cs.store(group="hydra/launcher", name="ddlio", node=DdlioLauncherConf, provider="ddlio")
 cs.store(group="hydra/sweeper", name="ddlio", node=DdlioSweeperConf, provider="ddlio")

@@ -36,6 +36,10 @@ GROUPS: dict[str, type] = {"access": AccessConf, "workload": WorkloadConf, "clus
                            "checkpoint": CheckpointConf}
 #: the keys each group must have (a cluster: what every executor takes; the rest take their defaults)
 REQUIRED: dict[str, type] = {**GROUPS, "cluster": ClusterConf}
+#: the config groups of conf/ a point is composed from (``format=hdf5``), and those added with ``+``
+#: (``+experiment=paper_formats``): a misspelt one is an unknown key to Hydra (``fromat=hdf5``)
+CONFIG_GROUPS = ("format", *GROUPS)
+ADDED_GROUPS = ("experiment",)
 #: the keys only ``cluster=slurm`` has
 SLURM_KEYS = {f"cluster.{n}" for n in set(_names(SlurmClusterConf)) - set(_names(ClusterConf))}
 
@@ -59,14 +63,58 @@ def closest(key: str, format_name: str | None = None) -> str | None:
     return got[0] if got else None
 
 
-def unknown_key_problem(key: str, format_name: str | None = None, given: str | None = None) -> str:
+def formats_with(key: str) -> list[str]:
+    """The formats that have the option ``key`` (``format.load``: npy, npz), sorted; none for another key."""
+    group, _, leaf = key.partition(".")
+    if group != "format" or not leaf:
+        return []
+    return sorted(n for n, conf in FORMAT_SCHEMAS.items() if leaf in _names(conf))
+
+
+def format_of(conf: Any) -> str | None:
+    """The format whose conf class is ``conf`` (what OmegaConf names in a refusal: ``Key 'load' not in
+    'HDF5Conf'``), or None."""
+    return next((n for n, c in FORMAT_SCHEMAS.items() if c is conf), None)
+
+
+def _closest_group(key: str, given: str | None) -> str | None:
+    """The config group a top-level ``key`` misspells, as the override to write (``format=hdf5`` for
+    ``fromat=hdf5``, ``+experiment=...`` for ``expriment=...``), or None."""
+    if "." in key:
+        return None
+    got = difflib.get_close_matches(key, [*CONFIG_GROUPS, *ADDED_GROUPS], n=1, cutoff=0.7)
+    if not got:
+        return None
+    value = given.split("=", 1)[1] if given and "=" in given else None
+    plus = "+" if got[0] in ADDED_GROUPS else ""
+    return f"{plus}{got[0]}={value}" if value is not None else f"{plus}{got[0]}"
+
+
+def unknown_key_problem(key: str, format_name: str | None = None, given: str | None = None,
+                        conf: Any = None) -> str:
     """The message for a key ddlio does not define, naming the closest valid one (or the group's keys); a Slurm key
-    on ``cluster=local`` is one ddlio defines for ``cluster=slurm`` (``given``: the override, ``key=value``)."""
+    on ``cluster=local`` is one ddlio defines for ``cluster=slurm`` (``given``: the override, ``key=value``); a
+    format option of other formats than the point's (``format_name``, or the format whose conf class ``conf`` is)
+    names the formats that have it."""
+    format_name = format_name or format_of(conf)
     if key in SLURM_KEYS:
         return (f"{given or key} applies to Slurm only (cluster=local runs every point on this host): drop it, or use "
                 "cluster=slurm")
+    owners = [n for n in formats_with(key) if n != format_name]
+    if owners:
+        which = f"format={', '.join(owners)}"
+        if not format_name:
+            return f"{key} is an option of {which} only: sweep it over those formats alone"
+        own = [k.partition(".")[2] for k in known_keys(format_name) if k.startswith("format.") and k != "format.name"]
+        mine = f"whose options are {', '.join(own)}" if own else "which has no options"
+        return (f"{key} is an option of {which} only, not of format={format_name} ({mine}): drop "
+                f"format={format_name} from the sweep or sweep {key} over {which} alone")
+    group_hint = _closest_group(key, given)
+    if group_hint:
+        return (f"{key} is not a ddlio key: did you mean {group_hint}? (a config group; python sweep.py --help "
+                "lists them)")
     hint = closest(key, format_name)
-    if hint:
+    if hint and hint != key:
         return f"{key} is not a ddlio key: did you mean {hint}? (python sweep.py --help lists every key)"
     group = key.split(".", 1)[0] if "." in key else ""
     choices = [k for k in known_keys(format_name) if group and k.startswith(group + ".")]
