@@ -122,3 +122,17 @@ def test_the_device_knob_is_checked_and_stays_out_of_the_keys_at_auto(tmp_path):
         point(tmp_path, "reader=torch", "workload.device=tpu")
     with pytest.raises(ConfigError, match="workload.device applies only to reader=torch"):
         point(tmp_path, "workload.device=cuda")
+
+
+def test_a_dataloader_worker_that_dies_fails_the_point_saying_so(sweep, tmp_path):
+    """DDLIO_FAULT=crash reaches the DataLoader's workers: the first one to read exits, and the point fails at once
+    with PyTorch's own line, not at the time limit."""
+    pytest.importorskip("torch")
+    p = sweep("workload=tiny", "reader=torch", "format=npz", "workload.read_threads=2",
+              "+cluster.env.DDLIO_FAULT=crash@0", timeout=240)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "Traceback" not in p.stdout + p.stderr
+    with sqlite3.connect(tmp_path / "r.db") as c:
+        [(status, error)] = c.execute("SELECT status, error FROM points").fetchall()
+    assert status == "failed"
+    assert re.search(r"epoch 0: the DataLoader failed after 0 batches: DataLoader worker \(pid", error), error
