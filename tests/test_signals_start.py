@@ -4,6 +4,7 @@ and a resource that runs out as a point starts (space, inodes, quota) is stored 
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sqlite3
@@ -98,3 +99,101 @@ def test_a_hangup_ignored_by_nohup_stays_ignored():
                 time.sleep(1)
     finally:
         signal.signal(signal.SIGHUP, before)
+
+
+# ------------------------------------------------------------------------------------ resources as a point starts
+@pytest.fixture
+def tiny_fs(tmp_path):
+    """``tiny_fs(options)``: a tmpfs mounted under tmp_path with mount ``options`` (size, nr_inodes), unmounted
+    after the test; skipped where this process may not mount (not root, no CAP_SYS_ADMIN)."""
+    mounted = []
+
+    def _mount(options: str):
+        where = tmp_path / f"fs{len(mounted)}"
+        where.mkdir()
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True,
+                           text=True)
+        if r.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+        mounted.append(where)
+        return where
+
+    yield _mount
+    for where in mounted:
+        for _ in range(50):  # the job's last processes may hold it a moment after the sweep returns
+            if subprocess.run(["umount", str(where)], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.2)
+        else:
+            subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def _sweep_on(tmp_path, data_root) -> tuple[subprocess.CompletedProcess, str]:
+    r = subprocess.run([sys.executable, str(SWEEP), "workload=tiny", f"data_root={data_root}",
+                        f"db={tmp_path / 'r.db'}"], cwd=tmp_path, env=cli_env(tmp_path), capture_output=True,
+                       text=True, timeout=300)
+    [(status, _, error)] = _point_rows(tmp_path / "r.db")
+    assert status == "failed", (status, error)
+    assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr + error, r.stdout + r.stderr + error
+    assert "\n" not in error.strip(), error  # one sentence: no log tails, no traceback
+    return r, error
+
+
+@pytest.mark.parametrize(("options", "words"), [
+    ("size=16m,nr_inodes=4", ["the point could not start: no free inodes (files) on the file system at", "all 4"]),
+    ("size=16m,nr_inodes=12", ["no free inodes (files) on the file system at", "all 12 are used"]),
+    ("size=1100k", ["no space left on the device at", "free of 1.1 MiB"]),
+])
+def test_running_out_as_a_point_starts_is_a_failed_point_in_one_sentence(tmp_path, tiny_fs, options, words):
+    """Inodes out before the job starts (the driver's run folder), inodes out inside the job (its record cannot
+    be written either), space out in the dataset's generation (not even a log line can be written)."""
+    root = tiny_fs(options)
+    _, error = _sweep_on(tmp_path, root)
+    for w in words:
+        assert w in error, error
+    assert str(root) in error, error
+
+
+def test_a_quota_inside_the_job_is_one_sentence_with_what_was_needed(tmp_path, monkeypatch):
+    """At the boundary: the dataset's write fails with EDQUOT; the stored error names the resource, the path and
+    the dataset's size; a failure record that cannot be written (ENOSPC) still comes back to the driver."""
+    from experiments.run import job
+    from helpers import point
+
+    spec = point(tmp_path, "workload=tiny")
+    target = os.path.join(spec.data_root, "datasets", "x", "f0.h5")
+
+    def quota(*a, **k):
+        raise OSError(errno.EDQUOT, os.strerror(errno.EDQUOT), target)
+
+    monkeypatch.setattr(job, "_measure", quota)
+    rd = tmp_path / "run"
+    record = job.run_point(spec.to_dict(), str(rd))
+    assert record.error.startswith(f"OSError: disk quota exceeded at {target}"), record.error
+    assert "the step needed 1.0 MiB" in record.error and "Traceback" not in record.error
+    assert (rd / "failure.json").is_file()
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(job, "write_json_atomic", full)
+    record = job.run_point(spec.to_dict(), str(rd))  # neither the record nor the log could be written: no raise
+    assert record.error.startswith("OSError: disk quota exceeded"), record.error
+
+
+def test_a_step_that_ran_out_of_space_is_one_sentence_naming_the_step(tmp_path, monkeypatch):
+    from ddlio.errors import LaunchError
+    from experiments.run import job
+    from helpers import point
+
+    spec = point(tmp_path, "workload=tiny")
+
+    def step_failed(*a, **k):
+        raise LaunchError("generate step failed: No space left on device; rank 0: OSError: [Errno 28] No space "
+                          "left on device\nTraceback (most recent call last):\n  File ...")
+
+    monkeypatch.setattr(job, "_measure", step_failed)
+    record = job.run_point(spec.to_dict(), str(tmp_path / "run"))
+    assert record.error.startswith(f"LaunchError: generate step failed: no space left on the device at "
+                                   f"{spec.data_root}"), record.error
+    assert "the step needed 1.0 MiB" in record.error and "\n" not in record.error

@@ -7,6 +7,7 @@ to the point's run folder."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sys
@@ -258,8 +259,7 @@ def run_point(point: dict[str, Any], run_dir: str) -> Record:
     except OSError as e:  # measured, but its record cannot be kept: the job's return value still carries it
         if resource_oserror(e) is None:
             raise
-        print(f"ddlio: the result could not be written to {paths.result}: {resource_sentence(e, rd)}",
-              file=sys.stderr, flush=True)
+        _say(f"ddlio: the result could not be written to {paths.result}: {resource_sentence(e, rd)}")
     return record
 
 
@@ -267,8 +267,7 @@ def _error_text(e: Exception, point: dict[str, Any], rd: Path) -> str:
     """The stored error of a point that failed with ``e``: one sentence for a resource that ran out (which, where,
     how much), the exception for a ddlio error, the exception and its traceback for anything else (a bug)."""
     datasets = Path(str(point.get("data_root") or "/nonexistent")) / "datasets"
-    w = point.get("workload") or {}
-    planned = int(w.get("samples") or 0) * int(w.get("sample_size") or 0) or None  # payload bytes of the dataset
+    planned = int(point.get("samples") or 0) * int(point.get("sample_size") or 0) or None  # the dataset's payload
     short = resource_oserror(e)
     if short is not None:
         where = Path(os.fsdecode(short.filename)) if short.filename else rd
@@ -285,6 +284,17 @@ def _error_text(e: Exception, point: dict[str, Any], rd: Path) -> str:
     return f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
 
 
+def _say(line: str) -> None:
+    """``line`` on the job's stderr, if it can be written there (a log on a full disk cannot be)."""
+    with contextlib.suppress(OSError):
+        print(line, file=sys.stderr, flush=True)
+
+
+#: how a job's stderr says what the point failed with when its failure record could not be written (a full disk):
+#: the driver's record of the job then starts with what follows (:func:`experiments.run.records.lost_job_error`)
+POINT_FAILED = "ddlio: the point failed: "
+
+
 def _failed(paths: RunPaths, record: FailureRecord) -> FailureRecord:
     """Write the failure ``record`` to the run folder; when the folder's file system cannot hold it (full), the
     record is still returned: the job's return value carries it to the driver."""
@@ -293,8 +303,9 @@ def _failed(paths: RunPaths, record: FailureRecord) -> FailureRecord:
     except OSError as e:
         if resource_oserror(e) is None:
             raise
-        print(f"ddlio: the failure record could not be written to {paths.failure}: {resource_sentence(e)}",
-              file=sys.stderr, flush=True)
+        first = (record.error.strip().splitlines() or ["?"])[0]
+        _say(f"{POINT_FAILED}{first} (its failure record could not be written to {paths.failure}: "
+             f"{resource_sentence(e)})")
     return record
 
 

@@ -5,16 +5,20 @@ failure record of a job that left none."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import re
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from ddlio.env import PROJECT_DIR
 from ddlio.plain import write_json_atomic
 from ddlio.records import LOST_WORDS, FailureRecord, Outcome
+from ddlio.resources import RESOURCE_ERRNOS, resource_sentence
 from ddlio.runpaths import RunPaths, runs_dir
 from experiments.config import PointSpec
 from experiments.executors.slurm import render_sbatch, site_options
@@ -42,17 +46,50 @@ def note_job(run_dir: Path, job_id: str, folder: Path, executor: str) -> None:
                       durable=False)
 
 
+#: the line a job writes on stderr when the point failed and its failure record could not be written (job.py)
+_POINT_FAILED = re.compile(r"^ddlio: the point failed: (.+)$", re.M)
+#: Python's words for a resource that ran out, with the path: ``[Errno 28] No space left on device: '/x/y'``
+_RESOURCE_OSERROR = re.compile(r"\[Errno (\d+)\] [^:\n]*: '([^'\n]+)'")
+
+
+def _said_by_job(texts: Iterable[str]) -> str | None:
+    """What the job said the point failed with, when it could not write its failure record (a full disk)."""
+    for text in texts:
+        m = _POINT_FAILED.search(text)
+        if m:
+            return m.group(1).strip()
+    return None
+
+
+def _resource_cause(*texts: str) -> str | None:
+    """One sentence (:func:`ddlio.resources.resource_sentence`) for the first resource error with a path in
+    ``texts`` (what Python says of ENOSPC, EDQUOT, EMFILE, ENFILE), or None."""
+    for text in texts:
+        for m in _RESOURCE_OSERROR.finditer(text):
+            code = int(m.group(1))
+            if code in RESOURCE_ERRNOS:
+                return resource_sentence(OSError(code, os.strerror(code), m.group(2)))
+    return None
+
+
 def lost_job_error(job_id: str, state: str, run_dir: Path, detail: str = "") -> str:
     """Why a job left no result: its scheduler state, what ended it if any of its logs tells (a signal by name,
-    no space left, the time limit ...), ``detail``, and the tails of whatever it wrote."""
+    no space left, the time limit ...), ``detail``, and the tails of whatever it wrote; only the first line when a
+    resource ran out (which, where, how much is left) or the job said what the point failed with."""
     info = job_info(run_dir)
     paths = RunPaths(run_dir)
     folder = Path(info.get("folder", paths.job_folder))
     logs = sorted(folder.glob(f"{job_id}_*_log.err")) + sorted(folder.glob(f"{job_id}_*_log.out"))
     logs += [log for step in ("kernel", "generate") for log in reversed(paths.logs(step))]
     texts = {log: read_log(log) for log in logs}
-    cause = failure_cause(detail, *texts.values())
+    said = _said_by_job(texts.values()) or _resource_cause(detail, *texts.values())
+    cause = said or failure_cause(detail, *texts.values())
+    codes = {"No space left on device": errno.ENOSPC, "Disk quota exceeded": errno.EDQUOT}
+    if cause in codes:  # said without a path (a write to a full disk): the run folder is where it was written
+        cause = said = resource_sentence(OSError(codes[cause], cause), where=run_dir)
     parts = [f"job {job_id} ended {state} {LOST_WORDS}" + (f": {cause}" if cause else "")]
+    if said:  # the job's own words, or a resource that ran out: one sentence says it all, no log tails
+        return parts[0]
     if detail:
         parts.append(detail.strip())
     for log, text in texts.items():
