@@ -136,3 +136,18 @@ def test_a_dataloader_worker_that_dies_fails_the_point_saying_so(sweep, tmp_path
         [(status, error)] = c.execute("SELECT status, error FROM points").fetchall()
     assert status == "failed"
     assert re.search(r"epoch 0: the DataLoader failed after 0 batches: DataLoader worker \(pid", error), error
+
+
+def test_a_reader_torch_point_stores_size_bins_as_many_as_its_read_calls(sweep, tmp_path):
+    """In the store (what diagnose's small-read findings read): the point's and each epoch's size bins hold every
+    read call its DataLoader workers made."""
+    import json
+
+    pytest.importorskip("torch")
+    p = sweep("workload=tiny", "reader=torch", "format=npz", "workload.read_threads=2")
+    assert p.returncode == 0, p.stdout + p.stderr
+    with sqlite3.connect(tmp_path / "r.db") as c:
+        [(hist, calls)] = c.execute("SELECT posix_size_hist, posix_reads FROM points").fetchall()
+        epochs = c.execute("SELECT posix_size_hist, posix_reads FROM epochs").fetchall()
+    assert hist is not None and sum(json.loads(hist)) == calls > 0
+    assert epochs and all(h is not None and sum(json.loads(h)) == n > 0 for h, n in epochs)
