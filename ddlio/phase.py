@@ -94,7 +94,7 @@ class LiveLine:
         ph = read(self.run_dir)
         text = f"  {self.label}: {describe(ph) if ph else 'starting'}"
         with self.lock, contextlib.suppress(OSError, ValueError):
-            self.stream.write("\r" + text[:max(20, _width() - 1)] + "\x1b[K")
+            self.stream.write("\r" + text[:_width() - 1] + "\x1b[K")
             self.stream.flush()
             self.shown = True
 
@@ -114,10 +114,12 @@ class LiveLine:
 
 
 def _width() -> int:
+    """The terminal's columns (80 where it does not say, or says too few to be true: a pseudo-terminal of 0)."""
     try:
-        return os.get_terminal_size().columns
+        columns = os.get_terminal_size().columns
     except OSError:
         return 80
+    return columns if columns >= 40 else 80
 
 
 def time_split(fields: dict[str, Any], totals: dict[str, Any]) -> str:

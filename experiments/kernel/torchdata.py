@@ -101,8 +101,11 @@ class TorchLoader:
         workers = int(w.read_threads)
         extra: dict[str, Any] = {}
         if workers:
+            # timeout: a backstop behind the progress guard (which fires first, at cluster.hang_timeout_s, naming the
+            # workers): a batch no worker delivers in twice that fails the epoch instead of waiting on
             extra = {"prefetch_factor": int(w.prefetch), "persistent_workers": bool(w.persistent_workers),
-                     "multiprocessing_context": self.method, "worker_init_fn": worker_init}
+                     "multiprocessing_context": self.method, "worker_init_fn": worker_init,
+                     "timeout": 2 * float(point.cluster.hang_timeout_s) + 5}
         self.loader = torch.utils.data.DataLoader(self.dataset, batch_size=self.batch, sampler=self.sampler,
                                                   drop_last=self.drop, num_workers=workers, collate_fn=collate,
                                                   pin_memory=bool(w.pin_memory), **extra)
