@@ -215,8 +215,9 @@ FIELDS: tuple[Field, ...] = (
        "`reader=torch`: the DataLoader keeps its workers, and the files they opened, from epoch to epoch. In the "
        "point key only at `true`", keyless=False, measurement=("persistent_workers",)),
     _f("workload.pin_memory", "pin_memory", _W + "pin_memory", "bool", False, "bool", False,
-       "`reader=torch`: batches copied into pinned memory (a no-op without an accelerator). In the point key only "
-       "at `true`", keyless=False, measurement=("pin_memory",)),
+       "`reader=torch`: batches copied into pinned memory, and from there to the accelerator with `non_blocking` "
+       "(`workload.device`; a no-op without an accelerator). In the point key only at `true`", keyless=False,
+       measurement=("pin_memory",)),
     _f("workload.start_method", "start_method", _W + "start_method", "str", "fork", "str", "fork",
        "`reader=torch`: how workers start: `fork`, `forkserver` or `spawn` (a worker never initialises MPI). In the "
        "point key only away from `fork`. The four `reader=torch` knobs away from their defaults with another "

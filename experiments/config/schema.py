@@ -112,7 +112,8 @@ class WorkloadConf:
     # reader=torch: the DataLoader keeps its workers, and the files they opened, from epoch to epoch. In the point key
     # only at true
     persistent_workers: bool = False
-    # reader=torch: batches copied into pinned memory (a no-op without an accelerator). In the point key only at true
+    # reader=torch: batches copied into pinned memory, and from there to the accelerator with non_blocking
+    # (workload.device; a no-op without an accelerator). In the point key only at true
     pin_memory: bool = False
     # reader=torch: how workers start: fork, forkserver or spawn (a worker never initialises MPI). In the point key only
     # away from fork. The four reader=torch knobs away from their defaults with another reader are refused
