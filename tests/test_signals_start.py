@@ -4,6 +4,7 @@ and a resource that runs out as a point starts (space, inodes, quota) is stored 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -197,3 +198,69 @@ def test_a_step_that_ran_out_of_space_is_one_sentence_naming_the_step(tmp_path, 
     assert record.error.startswith(f"LaunchError: generate step failed: no space left on the device at "
                                    f"{spec.data_root}"), record.error
     assert "the step needed 1.0 MiB" in record.error and "\n" not in record.error
+
+
+# ------------------------------------------------------------------------------------ orphans of a killed sweep
+def _orphan(rd) -> subprocess.Popen:
+    """A process that names a file in the run folder ``rd`` on its command line, as an MPI step does."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", str(rd / "kernel.json")],
+                            start_new_session=True)
+
+
+def test_an_earlier_attempts_process_in_the_run_folder_is_stopped_in_one_line(tmp_path):
+    from experiments.run.records import stop_orphans
+
+    rd = tmp_path / "runs" / "s" / "p"
+    rd.mkdir(parents=True)
+    other = _orphan(tmp_path / "runs" / "s" / "p2")  # another point's: left alone
+    orphan = _orphan(rd)
+    lines: list[str] = []
+    try:
+        time.sleep(0.3)
+        assert stop_orphans(rd, lines.append) == [orphan.pid]
+        assert orphan.wait(timeout=10) is not None and other.poll() is None
+        assert len(lines) == 1 and lines[0].startswith(f"ddlio: stopped 1 process(es) an earlier attempt of this "
+                                                       f"point left running in {rd}: {orphan.pid} (")
+        assert stop_orphans(rd, lines.append) == [] and len(lines) == 1
+    finally:
+        for p in (orphan, other):
+            p.kill()
+            p.wait()
+
+
+def test_a_process_that_cannot_be_stopped_is_named_with_how_to_stop_it(tmp_path, monkeypatch):
+    from experiments.run import records
+
+    rd = tmp_path / "runs" / "s" / "p"
+    rd.mkdir(parents=True)
+    orphan = _orphan(rd)
+    try:
+        time.sleep(0.3)
+        monkeypatch.setattr(records, "ORPHAN_GRACE_S", (0.1, 0.1))
+        monkeypatch.setattr(records.os, "kill", lambda pid, sig: None)  # as for another user's process
+        with pytest.raises(records.OrphanError, match=rf"still run in {rd} and could not be stopped: "
+                                                      rf"{orphan.pid}; stop them \(kill -9 {orphan.pid}\)"):
+            records.stop_orphans(rd)
+    finally:
+        orphan.kill()
+        orphan.wait()
+
+
+def test_a_rerun_after_kill_9_of_the_sweep_stops_the_orphaned_step_and_measures(tmp_path):
+    proc = _start_sweep(tmp_path, epochs=4)
+    try:
+        kernels = _wait_for_kernel(proc, tmp_path)
+        os.killpg(proc.pid, signal.SIGKILL)  # driver and job: the MPI step, in its own session, goes on
+        proc.communicate(timeout=30)
+        assert all(_alive(p) for p in kernels)
+        r = subprocess.run([sys.executable, str(SWEEP), "workload=tiny", "workload.compute_time=0.5",
+                            "workload.epochs=4", f"data_root={tmp_path / 'data'}", f"db={tmp_path / 'r.db'}"],
+                           cwd=tmp_path, env=cli_env(tmp_path), capture_output=True, text=True, timeout=300)
+    finally:
+        for p in _kernel_pids(tmp_path / "data"):
+            with contextlib.suppress(OSError):
+                os.kill(p, signal.SIGKILL)
+    assert "Traceback" not in r.stdout + r.stderr and "Directory not empty" not in r.stdout + r.stderr
+    assert [ln for ln in r.stderr.splitlines() if "earlier attempt" in ln], r.stderr
+    assert not [p for p in kernels if _alive(p)], "the orphaned MPI step still runs"
+    assert r.returncode == 0 and [row[0] for row in _point_rows(tmp_path / "r.db")] == ["completed"], r.stdout

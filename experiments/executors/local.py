@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ddlio.errors import DdlioError
 from ddlio.procs import process_started
 from ddlio.records import FailureRecord, Record, read_record
 from ddlio.resources import resource_oserror, resource_sentence
@@ -174,13 +175,16 @@ class LocalExecutor:
             rd = host.prepare(spec)
             executor = direct_executor(RunPaths(rd).job_folder, timeout_min)
             job = executor.submit(host.job, spec.to_dict(), str(rd))
-        except OSError as e:
+        except (OSError, DdlioError) as e:  # a full disk, an earlier attempt's process that would not stop ...
             short = resource_oserror(e)
-            if short is None:
-                raise
-            host.finish(spec, FailureRecord.of(spec.to_dict(), "the point could not start: "
-                                               + resource_sentence(short, rd), run_dir=str(rd)),
-                        time.perf_counter() - t0)
+            if short is not None:
+                why = resource_sentence(short, rd)
+            elif isinstance(e, OSError):
+                why = f"{e.strerror or e}" + (f": {e.filename}" if e.filename else "")
+            else:
+                why = str(e)
+            host.finish(spec, FailureRecord.of(spec.to_dict(), f"the point could not start: {why}",
+                                               run_dir=str(rd)), time.perf_counter() - t0)
             return
         host.submitted(spec, str(job.job_id), rd, RunPaths(rd).job_folder, self.name)
         host.report.submitted += 1

@@ -9,14 +9,17 @@ import errno
 import json
 import os
 import re
+import signal
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from ddlio.env import PROJECT_DIR
+from ddlio.errors import DdlioError
 from ddlio.plain import write_json_atomic
+from ddlio.procs import process_started, processes_naming
 from ddlio.records import LOST_WORDS, FailureRecord, Outcome
 from ddlio.resources import RESOURCE_ERRNOS, resource_sentence
 from ddlio.runpaths import RunPaths, runs_dir
@@ -146,14 +149,54 @@ def private_dir(path: Path) -> Path:
     return path
 
 
+#: how long processes left by an earlier attempt get to end after SIGTERM, then after SIGKILL (seconds)
+ORPHAN_GRACE_S = (5.0, 2.0)
+
+
+class OrphanError(DdlioError):
+    """Processes of an earlier attempt at a point still run in its run folder and could not be stopped."""
+
+
+def stop_orphans(rd: Path, echo: Callable[[str], None] | None = None) -> list[int]:
+    """Stop the processes an earlier attempt at this point left running (its driver and job killed, ``kill -9``,
+    while its MPI step or generator went on writing in ``rd``): this user's processes of this host whose command
+    line names the run folder. The caller holds the point's claim and found its job gone, so they are that
+    attempt's, nobody else's. SIGTERM, then SIGKILL; one line says what was stopped. Returns their pids; raises
+    :class:`OrphanError` (one line: which still run, how to stop them) when some outlive SIGKILL (another
+    user's, or stuck in the kernel)."""
+    found = processes_naming(rd)
+    if not found:
+        return []
+    for sig, grace in zip((signal.SIGTERM, signal.SIGKILL), ORPHAN_GRACE_S, strict=True):
+        for pid in found:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        end = time.monotonic() + grace
+        while any(process_started(p) for p in found) and time.monotonic() < end:
+            time.sleep(0.05)
+        left = [p for p in found if process_started(p)]
+        if not left:
+            break
+    what = ", ".join(f"{p} ({found[p][:80]})" for p in sorted(found))
+    if left:
+        raise OrphanError(f"{len(left)} process(es) of an earlier attempt still run in {rd} and could not be "
+                          f"stopped: {', '.join(map(str, left))}; stop them (kill -9 {' '.join(map(str, left))}) "
+                          "and run the same command again")
+    (echo or (lambda line: print(line, file=sys.stderr, flush=True)))(
+        f"ddlio: stopped {len(found)} process(es) an earlier attempt of this point left running in {rd}: {what}")
+    return sorted(found)
+
+
 def prepare_run_dir(spec: PointSpec, store_id: str = "") -> Path:
-    """Archive the point's previous outcome and write the standalone reproducer."""
+    """Stop what an earlier attempt left running in the run folder (:func:`stop_orphans`), archive the point's
+    previous outcome and write the standalone reproducer."""
     paths = RunPaths.of(spec.data_root, spec.point_key, store_id)
     rd = paths.root
     runs = private_dir(runs_dir(spec.data_root))
     if rd.parent != runs:
         private_dir(rd.parent)  # the store's folder: private even where runs/ is a user's folder left as it is
     rd.mkdir(parents=True, exist_ok=True)
+    stop_orphans(rd)
     archive_outcome(rd)
     c = spec.cluster
     paths.repro.write_text(render_sbatch(
