@@ -13,7 +13,7 @@ from analysis.query import analysis_frame, summary_frame
 from ddlio.store import open_store_for_reading
 
 SHORT = ["status", "label", "repeat", "bytes_read", "bandwidth_mib_s", "iops", "io_time_slowest_s",
-         "wall_time_s", "cache", "settle", "first_read", "validity", "error"]
+         "wall_time_s", "cache", "settle", "first_read", "validity", "error"]  # the columns read for the table
 #: the columns of the checkpoint points' table (bytes and seconds over all of a point's checkpoints, MiB/s)
 CHECKPOINT_SHORT = ["status", "label", "repeat", *SUMMARY_METRICS, "error"]
 #: summary's columns that say what a train point read: empty for a checkpoint point (its stored form carries the
@@ -56,15 +56,87 @@ def _print_table(t: pd.DataFrame) -> None:
     print(t.to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="-"))
 
 
+def cut_at_word(text: str, width: int) -> str:
+    """``text``'s first line, at most ``width`` characters: cut at the last word that fits, with an ellipsis (a
+    word longer than ``width`` is cut inside it)."""
+    line = (text or "").strip().split("\n")[0]
+    if len(line) <= width:
+        return line
+    head = line[:width - 1]
+    space = head.rfind(" ")
+    return (head[:space] if space > width // 2 else head).rstrip(" ,;:") + "…"
+
+
+def human_bytes(n: float) -> str:
+    """``1.0 MiB``, ``256 MiB``, ``3.4 GiB`` (binary units); "-" for a missing value."""
+    if n != n:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" or abs(n) >= 100 else f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n} TiB"
+
+
+def _num(v: float, digits: int) -> str:
+    return "-" if v != v else f"{v:,.{digits}f}"
+
+
+#: the train table's columns as shown: heading -> how a value is written
+_SHOWN = {"label": "configuration", "repeat": "rep", "bytes_read": "read", "bandwidth_mib_s": "MiB/s",
+          "iops": "IOPS", "io_time_slowest_s": "I/O s", "wall_time_s": "wall s", "cache": "cache",
+          "settle": "settled", "first_read": "first read", "validity": "validity", "status": "status",
+          "error": "error"}
+#: always shown, even when every point has the same value
+_KEPT = ("label", "bandwidth_mib_s")
+
+
+def train_table(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """(the train points as ``summary`` shows them, what every point shares): best first (completed points by
+    bandwidth, then the others by status), numbers in readable units (bytes as KiB/MiB/GiB, MiB/s with one
+    decimal, IOPS whole with thousands separators, seconds to 3 significant digits), a failure or an invalid
+    verdict cut at a word, and only the columns whose values differ between the points (the label and the
+    bandwidth always): the others are said once, as ``name value`` texts."""
+    done = (df["status"] == "completed").to_numpy()
+    bw = pd.to_numeric(df["bandwidth_mib_s"], errors="coerce").fillna(-1.0)
+    order = df.assign(_done=~done, _bw=-bw).sort_values(["_done", "status", "_bw"], kind="stable").index
+    df = df.loc[order]
+    cold = unsettled(df)
+    t = pd.DataFrame(index=df.index)
+    t["label"] = df["label"].where(~cold, df["label"] + " (unsettled)")
+    t["repeat"] = df["repeat"].map(lambda v: "-" if v != v or v is None else str(int(v)))
+    t["bytes_read"] = pd.to_numeric(df["bytes_read"], errors="coerce").map(human_bytes)
+    t["bandwidth_mib_s"] = pd.to_numeric(df["bandwidth_mib_s"], errors="coerce").map(lambda v: _num(v, 1))
+    t["iops"] = pd.to_numeric(df["iops"], errors="coerce").map(lambda v: _num(v, 0))
+    for c in ("io_time_slowest_s", "wall_time_s"):
+        t[c] = pd.to_numeric(df[c], errors="coerce").map(lambda v: "-" if v != v else f"{v:.3g}")
+    for c in ("cache", "settle", "first_read", "status"):
+        t[c] = df[c].map(lambda v: "-" if v is None or v != v else str(v))
+    reasons = df["invalid_reasons"].fillna("").astype(str)
+    t["validity"] = [("invalid: " + cut_at_word(r, 40)) if v == "invalid" else (v if isinstance(v, str) else "-")
+                     for v, r in zip(df["validity"], reasons, strict=True)]
+    t["error"] = df["error"].fillna("").astype(str).map(lambda e: cut_at_word(e, 50))
+    shared = []
+    for c in list(t.columns):
+        if c in _KEPT or len(t) < 2 or t[c].nunique() > 1:
+            continue
+        value = t[c].iloc[0]
+        if value not in ("", "-"):
+            shared.append(f"{_SHOWN[c]} {value}")
+        t = t.drop(columns=c)
+    return t.rename(columns=_SHOWN).reset_index(drop=True), shared
+
+
 def _print_train(store: object, df: pd.DataFrame) -> None:
     """The train points' table (every point but the checkpoint ones), its counts and notes."""
-    t = df[SHORT].copy()
+    t, shared = train_table(df)
     cold = unsettled(df)
-    t.loc[cold, "label"] = t.loc[cold, "label"] + " (unsettled)"  # told apart from a settled measurement
-    t["error"] = t["error"].fillna("").str.split("\n").str[0].str.slice(0, 60)
-    t["validity"] = t["validity"].where(df["validity"] != "invalid", "invalid: " + df["invalid_reasons"].fillna(""))
-    with_counts = t["status"].value_counts().to_dict()
-    _print_table(t)
+    with_counts = df["status"].value_counts().to_dict()
+    print(t.to_string(index=False))
+    if shared:
+        import textwrap  # lazy: only when a line is wrapped
+
+        print(textwrap.fill("every point: " + ", ".join(shared), 100, subsequent_indent="  "))
     print(f"\n{len(df)} points: " + ", ".join(f"{n} {k}" for k, n in sorted(with_counts.items())))
     done = analysis_frame(store)
     for note in store_notes(store, done[done["point_key"].isin(df["point_key"])]):
@@ -78,7 +150,7 @@ def _print_train(store: object, df: pd.DataFrame) -> None:
 def _print_checkpoints(ck: pd.DataFrame, first: bool) -> None:
     """The checkpoint points' table: bytes written and read, bandwidths and fsync time (all checkpoints)."""
     t = ck.reindex(columns=CHECKPOINT_SHORT).copy()
-    t["error"] = t["error"].fillna("").str.split("\n").str[0].str.slice(0, 60)
+    t["error"] = t["error"].fillna("").astype(str).map(lambda e: cut_at_word(e, 60))
     for c in ("bytes_written", "bytes_read"):  # whole bytes
         t[c] = pd.Series(["-" if v != v else round(v) for v in t[c]], index=t.index, dtype=object)
     print(("" if first else "\n") + "checkpoint points (kind=checkpoint; bytes in bytes, bandwidths in MiB/s as "

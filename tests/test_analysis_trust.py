@@ -125,3 +125,43 @@ def test_a_scenario_with_stripe_counts_swept_keeps_its_row(swept):
     lay, fmt = guideline_frames(layouts=swept)
     md = markdown(lay, fmt, [], Settings())
     assert "| shared | hdf5 | 1×4 |" in md and "No scenario measured" not in md
+
+
+def test_best_at_the_end_of_a_sweep_counts_what_the_guidelines_count(tmp_path):
+    from experiments.run.batch import Outcome
+    from helpers import point
+    from hydra_plugins.ddlio_launcher.launcher import print_best
+
+    one, two, hdf = point(tmp_path, "stripe=1"), point(tmp_path, "stripe=2"), point(tmp_path, "format=npz")
+    assert not two.layout.striping_applicable  # this machine's file system does not stripe
+    said: list[str] = []
+    print_best([(["stripe=1"], Outcome(one, "completed", 100.0)), (["stripe=2"], Outcome(two, "completed", 900.0)),
+                (["format=npz"], Outcome(hdf, "completed", 50.0))], "bandwidth_mib_s", said.append)
+    text = "\n".join(said)
+    assert "best of 2 configurations" in text and ": 100 = mean" in text  # stripe=2's 900 is invalid: not best
+    assert f"left out, as the guidelines leave them out: stripe=2 on {two.layout.fs_type}" in text
+    said.clear()
+    print_best([(["stripe=2"], Outcome(two, "completed", 900.0)), (["stripe=4"], Outcome(point(tmp_path, "stripe=4"),
+                "completed", 800.0))], "bandwidth_mib_s", said.append)
+    assert said and said[0].startswith("no best: the points measured asked for a stripe layout that was not applied")
+
+
+def test_summary_is_best_first_readable_narrow_and_shows_only_what_varies(tmp_path, capsys):
+    from test_analysis import build_store
+
+    from analysis.__main__ import main
+    from analysis.summary import cut_at_word
+
+    rows = [dict(stripe_count=s, repeat=r, bandwidth=bw, striping_applicable=True, fs_type="lustre")
+            for s, r, bw in [(1, 0, 100.0), (4, 0, 394.2), (8, 0, 250.0), (16, 0, 25240.0)]]
+    build_store(tmp_path, rows)
+    assert main(["summary", "--db", str(tmp_path / "r.db")]) == 0
+    out = capsys.readouterr().out
+    table = out.split("\n\n")[0].splitlines()
+    assert max(len(line) for line in table) <= 100, out
+    assert "e+0" not in out and "25,240.0" in out  # readable numbers, not 2.524e+04
+    body = [line for line in table[1:] if "OST" in line]
+    assert [line.split()[1] for line in body] == ["1N-1P-16OST", "1N-1P-4OST", "1N-1P-8OST", "1N-1P-1OST"]
+    assert "every point: " in out and "cache cold" in out  # the same for all: said once, not a column
+    assert " cache " not in table[0] and "status" not in table[0]
+    assert cut_at_word("the dataset failed verification because a shard", 30) == "the dataset failed…"

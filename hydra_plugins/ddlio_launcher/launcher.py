@@ -240,10 +240,20 @@ def print_best(done: list[tuple[list[str], Any]], objective: str, echo: Any = pr
     """Print the best configuration of ``done`` ((overrides, Outcome) pairs) by the mean of its repetitions
     (:mod:`ddlio.evidence`), with its interval, the configurations whose intervals overlap it ("cannot decide"),
     and its label among the others (:func:`ddlio.identity.labels`). Counts configurations, not runs."""
-    from ddlio.evidence import best_of  # lazy: plugin discovery stays cheap
+    from ddlio.evidence import best_of, stripe_unapplied  # lazy: plugin discovery stays cheap
     from ddlio.identity import config_key, labels  # lazy: plugin discovery stays cheap
 
-    per_point = {o.spec.point_key: (ov, o) for ov, o in done if o.value is not None}
+    def unapplied(o: Any) -> bool:  # invalid, as analysis.validity says: counted by neither best nor the guidelines
+        lay = o.spec.layout
+        return stripe_unapplied(lay.stripe_count, lay.stripe_size, lay.striping_applicable)
+
+    dropped = sorted({f"stripe={o.spec.layout.stripe_count} on {o.spec.layout.fs_type}" for _, o in done
+                      if o.value is not None and unapplied(o)})
+    per_point = {o.spec.point_key: (ov, o) for ov, o in done if o.value is not None and not unapplied(o)}
+    if dropped and len(per_point) < 2:
+        echo(f"no best: the points measured asked for a stripe layout that was not applied ({', '.join(dropped)}),"
+             " so they are invalid and count nowhere")
+        return
     configs = {k: o.spec.to_dict() for k, (_, o) in per_point.items()}
     key_of = {k: config_key(c) for k, c in configs.items()}
     groups: dict[str, list[float]] = {}
@@ -263,8 +273,9 @@ def print_best(done: list[tuple[list[str], Any]], objective: str, echo: Any = pr
          f"{b.n} repetition{'s' if b.n > 1 else ''}" + (f", 95% bootstrap interval [{b.lo:.4g}, {b.hi:.4g}]"
                                                         if b.n > 1 else " (no interval: add repeat=0,1,2)"))
     echo(f"  {' '.join(shown) or '(defaults)'}    ({label[b.key]}, configuration {b.key})")
-    if not o.spec.layout.striping_applicable and len({c.get("stripe_count") for c in configs.values()}) > 1:
-        echo(f"  striping is not applied on {o.spec.layout.fs_type}: the stripe count is no part of this answer")
+    if dropped:
+        echo(f"  left out, as the guidelines leave them out: {', '.join(dropped)} (a stripe layout that was not "
+             "applied: invalid)")
     if result.tied:
         echo("  cannot decide: the intervals of these overlap the best's: "
              + "; ".join(f"{label[e.key]} {e.text()}" for e in result.tied))
