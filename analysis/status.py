@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import select
 
 from analysis.query import summary_frame
+from analysis.summary import cut_at_word
 from ddlio import phase
 from ddlio.jobstates import JobWatcher
 from ddlio.store import Point, Sweep, SweepPoint, open_store_for_reading
@@ -35,6 +36,7 @@ def main(args: argparse.Namespace) -> int:
         label = dict(zip(summary["point_key"], summary["label"], strict=True))
         validity = dict(zip(summary["point_key"], summary["validity"], strict=True))
         reasons = dict(zip(summary["point_key"], summary["invalid_reasons"], strict=True))
+        last = _last_sweep(s)  # per point: the newest sweep that measured it (its job id is that sweep's)
         for sw in sweeps:
             rows = s.execute(
                 select(SweepPoint.action, Point.status, Point.label, Point.repeat, Point.job_id, Point.job_state,
@@ -50,27 +52,51 @@ def main(args: argparse.Namespace) -> int:
                 counts[state] = counts.get(state, 0) + 1
                 if validity.get(r.point_key) == "invalid":
                     invalid.append(r)
-            ended = sw.finished_utc.strftime("%H:%M:%S") if sw.finished_utc else "driver not finished"
+            ended = sw.finished_utc.strftime("%H:%M:%S") if sw.finished_utc else _unfinished(rows)
             print(f"sweep {sw.id}  started {sw.started_utc:%Y-%m-%d %H:%M:%S} UTC ({ended}), {sw.n_points} points: "
                   + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
             n_valid = sum(validity.get(r.point_key) == "valid" for r in rows)
             if n_valid or invalid:
                 print(f"  validity: {n_valid} valid, {len(invalid)} invalid")
-            for r in invalid:
-                print(f"    invalid    {label.get(r.point_key, r.label)} repeat={r.repeat}: {reasons[r.point_key]}")
+            for r in invalid[:MAX_LISTED]:
+                print(f"    invalid    {label.get(r.point_key, r.label)} repeat={r.repeat}: "
+                      f"{cut_at_word(reasons[r.point_key] or '', 100)}")
+            if len(invalid) > MAX_LISTED:
+                print(f"    ... and {len(invalid) - MAX_LISTED} more invalid (python -m analysis summary lists them)")
             for r in rows:
                 if r.action == "skip" or r.status == "completed":
                     continue
+                job = (r.job_id or "-") if last.get(r.point_key, sw.id) == sw.id else \
+                    f"- (measured again by sweep {last[r.point_key]})"
                 line = (f"    {_state(r.status, r.job_state):10s} {label.get(r.point_key, r.label)} "
-                        f"repeat={r.repeat} job {r.job_id or '-'}")
+                        f"repeat={r.repeat} job {job}")
                 if r.status == "failed" and r.error:
-                    line += f": {r.error.strip().splitlines()[0][:100]}"
+                    line += f": {cut_at_word(r.error, 100)}"
                 elif r.status == "submitted" and r.job_id in slurm:
                     line += f": {slurm[r.job_id]}"
                 elif r.status == "submitted" and (ph := phase.read(r.run_dir)) is not None:
                     line += f": {phase.describe(ph)}"  # the phase its job or kernel last wrote (ddlio.phase)
                 print(line)
     return 0
+
+
+#: invalid points listed per sweep; the others are counted ("and N more")
+MAX_LISTED = 20
+
+
+def _last_sweep(s: Any) -> dict[str, str]:
+    """Point key -> the newest sweep (by start) that measured it rather than skipped it."""
+    rows = s.execute(select(SweepPoint.point_key, SweepPoint.sweep_id).join(Sweep, Sweep.id == SweepPoint.sweep_id)
+                     .where(SweepPoint.action != "skip").order_by(Sweep.started_utc)).all()
+    return {k: sid for k, sid in rows}
+
+
+def _unfinished(rows: list[Any]) -> str:
+    """Why a sweep has no end time: its driver is still running (a point claimed or submitted), or it was
+    interrupted (Ctrl-C, a signal, a kill) before it ended."""
+    if any(r.status in ("claimed", "submitted") for r in rows):
+        return "driver not finished: running, or interrupted with its jobs still going on; rerun the same command"
+    return "interrupted before it ended; rerun the same command to finish it"
 
 
 def _state(status: str, job_state: str | None) -> str:

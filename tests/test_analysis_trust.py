@@ -165,3 +165,33 @@ def test_summary_is_best_first_readable_narrow_and_shows_only_what_varies(tmp_pa
     assert "every point: " in out and "cache cold" in out  # the same for all: said once, not a column
     assert " cache " not in table[0] and "status" not in table[0]
     assert cut_at_word("the dataset failed verification because a shard", 30) == "the dataset failed…"
+
+
+def test_status_names_an_interrupted_sweep_cuts_at_a_word_and_keeps_each_sweeps_job_id(tmp_path, capsys):
+    import sqlite3
+    import time
+
+    from test_analysis import build_store
+
+    from analysis.__main__ import main
+
+    store = build_store(tmp_path, [dict(stripe_count=1, repeat=0, bandwidth=100.0, striping_applicable=True,
+                                        fs_type="lustre")])
+    db = str(tmp_path / "r.db")
+    with sqlite3.connect(db) as c:
+        key = c.execute("SELECT point_key FROM points").fetchone()[0]
+        c.execute("UPDATE points SET status = 'failed', job_id = '222', error = ? WHERE point_key = ?",
+                  ("the dataset failed verification because shard 3 of 8 was truncated while it was being "
+                   "written by another driver on another node", key))
+    point = {"point_key": key}
+    store.begin_sweep("sweep-a", [], [point], set())  # interrupted: never ended
+    time.sleep(1.1)  # the second sweep starts later (start times in whole seconds)
+    store.begin_sweep("sweep-b", [], [point], set())
+    store.end_sweep(0, 1)
+    assert main(["status", "--db", db]) == 0
+    out = capsys.readouterr().out
+    a, b = out.split("\nsweep sweep-b")
+    assert "interrupted before it ended" in a and "driver not finished" not in a
+    assert "job - (measured again by sweep sweep-b)" in a and "job 222" in b
+    assert "while it was being…" in b or "…" in b
+    assert not any(line.rstrip().endswith(("writte", "wri")) for line in out.splitlines())
