@@ -295,7 +295,17 @@ class TFRecordReader(Reader):
         return n
 
     def payload(self, i: int, out: np.ndarray) -> np.ndarray:
+        return self._unframe(i, out, self.read(i, out))
+
+    def fetch(self, i: int, out: np.ndarray) -> tuple[int, np.ndarray]:
+        """(bytes read, the sample as a TFRecord reader hands it on): the record's payload, its framing checked and
+        stripped, and with ``layout=example`` the Example parsed to its image bytes, as an application's loader
+        parses it (``reader=torch``: the parse is part of the timed read; a shaped sample is these bytes)."""
         n = self.read(i, out)
+        return n, self._unframe(i, out, n)
+
+    def _unframe(self, i: int, out: np.ndarray, n: int) -> np.ndarray:
+        """The payload of record ``i`` read into ``out`` (``n`` bytes): see :meth:`fetch`."""
         if self.layout == "example":
             try:
                 return parse_example(out[HEADER : n - FOOTER])[0]

@@ -8,6 +8,8 @@ from typing import Any
 
 from experiments.config.schema import OBJECTIVES, ORDERS
 from experiments.config.validate.values import int_range
+from experiments.formats import FORMATS
+from experiments.formats.image import ImageFormat
 from experiments.registry import KINDS, LOADER_NEEDS, LOADER_OPTIONS, LOADERS, needs_of, unknown
 
 
@@ -41,8 +43,22 @@ def check_run(problems: list[str], cfg: dict[str, Any]) -> dict[str, Any]:
             problems.append(f"workload.{', workload.'.join(off)} appl{'ies' if len(off) == 1 else 'y'} only to "
                             f"reader={owner} (reader={reader!r}): leave {'it' if len(off) == 1 else 'them'} at the "
                             f"default or set reader={owner}")
+    check_reader_format(problems, reader, cfg)
     kind = cfg.get("kind", "train")
     if kind not in KINDS:
         problems.append(unknown(KINDS, "kind", kind))
     return {"reader": reader, "kind": kind, "repeat": int_range(problems, "repeat", cfg["repeat"], 0),
             "seed": int_range(problems, "seed", cfg["seed"], 0, 2**63 - 1)}
+
+
+def check_reader_format(problems: list[str], reader: str, cfg: dict[str, Any]) -> None:
+    """What a reader cannot hand on: ``reader=tf`` hands an image format's samples on as the encoded images
+    (tf.data's generator over ddlio's readers; no decode step), which ``workload.sample_shape`` cannot shape
+    (tests/test_reader_matrix.py runs every reader on every format validation accepts)."""
+    fmt = (cfg.get("format") or {}).get("name")
+    shape = list((cfg.get("workload") or {}).get("sample_shape") or [])
+    if reader == "tf" and shape and fmt in FORMATS and issubclass(FORMATS[fmt], ImageFormat):
+        problems.append(f"reader=tf hands format={fmt}'s samples on as encoded images, which "
+                        f"workload.sample_shape={shape} cannot shape: leave workload.sample_shape=[] or choose "
+                        "reader=torch (it decodes each image) or reader=native")
+
