@@ -22,9 +22,9 @@ _EXPORTS = {
     **dict.fromkeys(("check_available", "check_runnable", "is_submit_limit", "point_problems", "unrunnable"),
                     ".checks"),
     **dict.fromkeys(("cancel", "executor_parameters", "make_executor", "resources", "site_options"), ".executor"),
-    **dict.fromkeys(("TEMPLATES", "job_script", "render_sbatch"), ".reproducer"),
+    **dict.fromkeys(("TEMPLATES", "job_script", "render_sbatch", "submission_text"), ".reproducer"),
     **dict.fromkeys(("Limits", "Partition", "SiteInfo", "ask_limits", "ask_site", "max_array_size", "parse_config",
-                     "parse_limits", "parse_minutes", "parse_partitions"), ".site"),
+                     "parse_limits", "parse_minutes", "parse_partitions", "site_answer"), ".site"),
 }
 #: each name is imported from its module on first use (a local sweep that asks for ``resources`` does not import
 #: the site's queries or the reproducer's templates)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ddlio.errors import LaunchError
-from experiments.executors.slurm.site import Limits, Partition, SiteInfo, ask_site
+from experiments.executors.slurm.site import Limits, Partition, SiteInfo, site_answer
 
 
 def point_problems(spec: Any, site: SiteInfo) -> list[str]:
@@ -164,7 +164,7 @@ def check_runnable(specs: list[Any], echo: Any = print, dry_run: bool = False) -
     slurm = [s for s in specs if s.cluster.executor == "slurm"]
     if not slurm:
         return ""
-    site = ask_site()
+    site = site_answer()
     if site.error:
         echo(f"note: could not ask Slurm ({site.error}): the points were not checked against the partition's "
              "limits")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import subprocess
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -58,11 +59,12 @@ def executor_parameters(spec: Any, per_task: int = 1) -> dict[str, Any]:
     return params
 
 
-def make_executor(specs: list[Any], folder: Path, per_task: int = 1) -> Any:
-    """A submitit SlurmExecutor for points that share resources (``per_task`` of them in each array task)."""
-    import submitit  # lazy: submitit takes ~0.3 s to import; --help and dry runs stay fast
+def make_executor(specs: list[Any], folder: Path, per_task: int = 1, python: str = sys.executable) -> Any:
+    """A submitit SlurmExecutor for points that share resources (``per_task`` of them in each array task), whose
+    jobs run ``python`` (this interpreter)."""
+    import submitit  # lazy: submitit takes ~0.3 s to import; --help stays fast
 
-    ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=job_python())
+    ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=job_python(python))
     ex.update_parameters(**executor_parameters(specs[0], per_task))
     return ex
 

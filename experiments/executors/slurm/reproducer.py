@@ -12,22 +12,33 @@ from typing import Any
 from ddlio.env import PROJECT_DIR
 from ddlio.runpaths import RunPaths
 from ddlio.shell import export_line, quote, sbatch_flag
-from experiments.executors.entry import job_python
-from experiments.executors.slurm.executor import executor_parameters
+from experiments.executors.slurm.executor import make_executor
+from experiments.executors.slurm.packing import packs
 
 TEMPLATES = PROJECT_DIR / "slurm_templates"
 
 
-def job_script(specs: list[Any], folder: Path, python: str = sys.executable) -> str:
-    """The batch script submitit writes and sbatch receives for these points (one job, or an array when there
-    are several), rendered by submitit's own function with the same parameters and command as
-    :func:`make_executor`'s executor: what ``dry_run`` shows is what would be submitted."""
-    from submitit.slurm.slurm import _make_sbatch_string  # lazy: submitit takes ~0.3 s to import
+def job_script(specs: list[Any], folder: Path, python: str = sys.executable, per_task: int = 1) -> str:
+    """The batch script sbatch receives when these points go out as one submission, ``per_task`` of them measured
+    in turn by each array task: the executor the submission uses (:func:`make_executor`, same arguments) writes it
+    with submitit's own method (:func:`submission_text`), so what ``dry_run`` shows is what is submitted
+    (tests/test_dry_run_plan.py compares it with what a stand-in sbatch receives)."""
+    executor = make_executor(list(specs), folder, per_task, python)
+    return submission_text(executor, len(packs(len(specs), per_task)))
 
-    params = executor_parameters(specs[0])
-    params["map_count"] = len(specs) if len(specs) > 1 else None
-    command = " ".join([job_python(python), "-u -m submitit.core._submit", quote(str(folder))])
-    return _make_sbatch_string(command=command, folder=str(folder), **params)
+
+def submission_text(executor: Any, tasks: int) -> str:
+    """The batch script ``executor`` hands sbatch when ``tasks`` jobs go out in one ``executor.batch()``: its
+    ``_make_submission_file_text`` (what submitit's submission writes), on the array copy submitit's
+    ``SlurmExecutor._internal_process_submissions`` makes for several (``map_count``: an array of ``tasks``)."""
+    if tasks > 1:
+        import submitit  # lazy: as make_executor
+
+        array = submitit.SlurmExecutor(executor.folder, executor.max_num_timeout)
+        array.update_parameters(**executor.parameters)
+        array.parameters["map_count"] = tasks
+        return array._make_submission_file_text(executor._submitit_command_str, "")
+    return executor._make_submission_file_text(executor._submitit_command_str, "")
 
 
 def render_sbatch(

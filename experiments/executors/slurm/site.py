@@ -8,6 +8,7 @@ import getpass
 import re
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass, field
 
 from ddlio.jobstates import Runner, run_command
@@ -234,3 +235,20 @@ def ask_limits(timeout_s: float = 20, run: Runner = run_command) -> Limits | Non
     if a.returncode != 0 or q.returncode != 0:
         return None
     return parse_limits(a.stdout, q.stdout, u.stdout.strip().splitlines()[0] if u.stdout.strip() else "")
+
+
+#: how long :func:`site_answer` reuses Slurm's answer (seconds): a sweep's checks, dry run and submission ask once
+SITE_ANSWER_TTL_S = 60.0
+_answer: tuple[float, SiteInfo] | None = None
+
+
+def site_answer() -> SiteInfo:
+    """:func:`ask_site`'s answer, asked at most once a minute in this process: the checks before a sweep, its dry
+    run and its submission read the same answer (where the controller does not answer, each ask waits out
+    scontrol's own timeouts)."""
+    global _answer
+    now = time.monotonic()
+    if _answer is None or now - _answer[0] > SITE_ANSWER_TTL_S:
+        _answer = (now, ask_site())
+    return _answer[1]
+

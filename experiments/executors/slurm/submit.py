@@ -15,7 +15,6 @@ from experiments.config import PointSpec
 from experiments.executors.base import Harvest, Harvested, Host, Pending, Submitted, run_pack
 from experiments.executors.slurm import (
     TERMINAL,
-    ask_site,
     check_available,
     is_submit_limit,
     job_script,
@@ -24,6 +23,7 @@ from experiments.executors.slurm import (
     resources,
 )
 from experiments.executors.slurm.packing import packs, points_per_task
+from experiments.executors.slurm.site import SiteInfo, site_answer
 
 #: points per job array when Slurm's MaxArraySize cannot be read (its default is 1001)
 MAX_ARRAY = 1000
@@ -67,23 +67,31 @@ def submit_chunk(group: list[PointSpec], host: Host, per_task: int = 1) -> list[
     return pending
 
 
+def array_plan(group: Sequence[PointSpec], site: SiteInfo | None) -> tuple[int, int]:
+    """``(points per array task, array tasks per sbatch at most)`` for points with equal resources: the
+    partition's MaxTime bounds a task (:func:`points_per_task`), Slurm's MaxArraySize an array (:data:`MAX_ARRAY`
+    where Slurm could not be asked). The submission and the dry run both plan with it."""
+    asked = site is not None and not site.error
+    part = site.partition(group[0].cluster.partition) if asked else None
+    k = points_per_task(group, part.max_time_min if part is not None else None)
+    limit = site.max_array_size - 1 if asked and "MaxArraySize" in site.config else MAX_ARRAY
+    return k, max(1, limit)
+
+
 def submit_points(specs: Sequence[PointSpec], host: Host, max_array: int | None = None) -> Submitted:
     """Submit every point with its own resources; points with equal resources go out as job arrays below Slurm's
-    MaxArraySize. Points sbatch refused for a limit that clears as jobs end (submit or job count per user, account
-    or QOS) are held, to be submitted as slots free; a smaller array is tried first."""
+    MaxArraySize (``max_array`` tasks when given). Points sbatch refused for a limit that clears as jobs end (submit
+    or job count per user, account or QOS) are held, to be submitted as slots free; a smaller array is tried
+    first."""
     check_available()
-    site = None
-    if max_array is None:
-        site = ask_site()
-        max_array = MAX_ARRAY if site.error or "MaxArraySize" not in site.config else site.max_array_size - 1
+    site = site_answer() if max_array is None else None
     groups: dict[tuple, list[PointSpec]] = {}
     for spec in specs:
         groups.setdefault(resources(spec), []).append(spec)
     out = Submitted()
     for g in groups.values():
-        part = site.partition(g[0].cluster.partition) if site is not None and not site.error else None
-        k = points_per_task(g, part.max_time_min if part is not None else None)
-        _submit_group(g, host, max(1, max_array), out, k)
+        k, limit = array_plan(g, site)
+        _submit_group(g, host, max(1, max_array or limit), out, k)
     return out
 
 
@@ -160,9 +168,18 @@ def harvest_jobs(jobs: Sequence[Harvest], host: Host) -> Harvested:
 
 
 def describe(specs: Sequence[PointSpec]) -> list[str]:
-    """A dry run's headline for points that share a job (array), and the whole job script sbatch would receive."""
-    first = specs[0]
-    lines = [f"Slurm {'job array' if len(specs) > 1 else 'job'} of {len(specs)} point(s)",
-             "  the job script sbatch receives:"]
-    script = job_script(list(specs), slurm_dir(first.data_root))
+    """A dry run's headline for points that share resources, and the whole job script sbatch would receive for
+    their first submission, planned as :func:`submit_points` plans it (:func:`array_plan`) and written as it is
+    written (:func:`job_script`)."""
+    group = list(specs)
+    k, limit = array_plan(group, site_answer())
+    first = group[: limit * k]
+    tasks = len(packs(len(first), k))
+    packed = f", {k} point(s) per array task ({tasks} task(s))" if k > 1 else ""
+    lines = [f"Slurm {'job array' if tasks > 1 else 'job'} of {len(first)} point(s){packed}"]
+    rest = len(group) - len(first)
+    if rest:
+        lines.append(f"  and {rest} more point(s) in further submissions of at most {limit} array task(s) each")
+    lines.append("  the job script sbatch receives:")
+    script = job_script(first, slurm_dir(group[0].data_root), per_task=k)
     return [*lines, "\n".join("  | " + ln for ln in script.splitlines() if ln)]
