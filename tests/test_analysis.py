@@ -31,6 +31,7 @@ def result_record(base: dict, *, bandwidth: float, lustre: bool = True, hist_buc
     """A result record of the shape the kernel writes (tests/test_store.py::fake_result), for the point ``base``
     changed by ``config`` (format, access, stripe_count, nodes, ppn, repeat ...); bandwidth in MiB/s."""
     p = copy.deepcopy(base)
+    p.update(striping_applicable=lustre, fs_type="lustre" if lustre else "ext4")  # the config as its layout says
     p.update(config)
     p["ranks"] = p["nodes"] * p["ppn"]
     p["point_key"] = hashlib.sha256(json.dumps(
@@ -285,7 +286,7 @@ def test_failed_points_are_labelled_as_summary_labels_them(tmp_path):
     for completed in (None, analysis_frame(store)):
         got = failed_frame(store, completed)
         assert got["label"].tolist() == want["label"].tolist()
-        assert got["label"].iloc[0].startswith("npz/shared 1N-1P-stripe=4-not-applied")  # ext4: never "4OST"
+        assert got["label"].iloc[0].startswith("npz/shared 1N-1P-4OST")
         assert got["point_key"].tolist() == want["point_key"].tolist() and got["error"].tolist() == ["boom"]
     assert status_counts(store) == {"completed": 1, "failed": 1}
 
