@@ -100,3 +100,10 @@ def test_the_plan_of_a_sweep_the_site_cannot_answer_is_the_submissions(tmp_path)
     assert submit.array_plan(specs, SiteInfo(error="no controller")) == (3, submit.MAX_ARRAY)
     assert submit.array_plan(specs, None) == (3, submit.MAX_ARRAY)
     assert [len(t) for t in itertools.islice(submit.packs(7, 3), 5)] == [3, 3, 1]
+
+
+def test_the_dry_run_totals_the_node_hours_asked_for(sweep, tmp_path):
+    p = sweep("-m", "repeat=0,1,2", "cluster.timeout_min=20", "workload=tiny", "dry_run=true", timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "asked for: 1 node-hour(s) at most (nodes x time limit, summed over 3 point(s))" in p.stdout
+    assert not (tmp_path / "r.db").exists() and not (tmp_path / "data").exists()

@@ -541,3 +541,5 @@ def dry_run(points: Sequence[PointSpec], echo: Callable[[str], None] = print, st
                 continue
             kernel = RunPaths.of(spec.data_root, spec.point_key, store_id).kernel_spec
             echo(f"      kernel: {step} python -m experiments.kernel {kernel}")
+    hours = sum(spec.nodes * float(spec.cluster.timeout_min) for spec in points) / 60
+    echo(f"\nasked for: {hours:.4g} node-hour(s) at most (nodes x time limit, summed over {len(points)} point(s))")
