@@ -210,7 +210,7 @@ def test_guidelines_never_compare_a_first_read_with_repeats(tmp_path):
     hdf5 = fmt.iloc[0]
     assert hdf5["best"] == "hdf5"  # 4 repetitions of repeats, not dragged down by the first read
     text = G.markdown(lay, fmt, [], G.Settings(n_boot=200), G.below_notes(store, pts))
-    assert "## Caches below the client" in text and "first read 650 MiB/s" in text
+    assert "## Points left out, and caches below the client" in text and "first read 650 MiB/s" in text
 
 
 def test_summary_and_report_say_it(tmp_path, analysis):
