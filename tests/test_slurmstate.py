@@ -349,3 +349,28 @@ def test_qos_per_job_limits(site):
 def test_unrunnable_lists_each_problem_once_with_its_points(site):
     lines = unrunnable([point(nodes=4), point(nodes=4, ppn=2), point(nodes=1)], site)
     assert lines == ["nodes=4 but partition debug has 2 nodes  [points: nodes=4 ppn=1; nodes=4 ppn=2]"]
+
+
+def test_a_multi_node_point_on_a_node_local_data_root_is_refused(tmp_path):
+    import socket
+
+    from lustre import fs_info
+
+    scontrol = "PartitionName=debug Default=YES State=UP TotalNodes=2 MaxNodes=UNLIMITED MaxTime=UNLIMITED"
+    here = socket.gethostname()
+
+    def problems(hosts: tuple[str, str], nodes: int) -> list[str]:
+        sinfo = "".join(f"n{i}|debug*|4|idle|(null)|{h}\n" for i, h in enumerate(hosts, 1))
+        spec = point(nodes=nodes)
+        spec.data_root = str(tmp_path / "data")
+        return point_problems(spec, SiteInfo(parse_partitions(scontrol, sinfo), {}, None))
+
+    fs = fs_info(tmp_path)
+    if fs.type not in ("ext4", "xfs", "btrfs", "tmpfs", "overlay"):
+        pytest.skip(f"tmp_path is on {fs.type}")
+    said = problems(("node-a.example", "node-b.example"), 2)
+    assert said == [f"nodes=2 but data_root={tmp_path / 'data'} is on {fs.type} at {fs.mount_point}, local to this "
+                    "node: the other nodes cannot read it (put data_root on a file system every node mounts: "
+                    "Lustre, CephFS, GPFS, NFS)"]
+    assert problems(("node-a.example", "node-b.example"), 1) == []  # one node reads its own disk
+    assert problems((here, here), 2) == []  # every node is this host (a one-box cluster): the disk is shared

@@ -7,6 +7,7 @@ import getpass
 import math
 import re
 import shutil
+import socket
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,10 +23,38 @@ def point_problems(spec: Any, site: SiteInfo) -> list[str]:
         if name:
             return [f"partition {name} does not exist (partitions: {', '.join(sorted(site.partitions))})"]
         return []  # no default partition: sbatch will say so
-    out = _size_problems(spec, part) + _constraint_problems(spec, part) + _access_problems(spec, part)
+    out = (_size_problems(spec, part) + _constraint_problems(spec, part) + _access_problems(spec, part)
+           + _shared_data_problems(spec, part))
     if site.limits is not None:
         out += _limit_problems(spec, site.limits)
     return out
+
+
+#: file-system types that only the node holding them can read (statfs names, lustre.fs)
+NODE_LOCAL_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "overlay", "zfs", "f2fs"})
+
+
+def _same_host(a: str, b: str) -> bool:
+    return a.split(".")[0] == b.split(".")[0]
+
+
+def _shared_data_problems(spec: Any, part: Partition) -> list[str]:
+    """A point of several nodes whose ``data_root`` is on a node-local file system (ext4, xfs, tmpfs, ...): the
+    other nodes would read a disk they do not have. Where every node of the partition is this host (a one-box
+    test cluster) the disk is shared after all; where sinfo named no hosts, nothing is said."""
+    if int(spec.nodes) <= 1 or not part.hosts:
+        return []
+    here = socket.gethostname()
+    if all(_same_host(h, here) for h in part.hosts):
+        return []
+    from lustre import fs_info  # lazy: statfs of data_root only for multi-node points
+
+    fs = fs_info(spec.data_root)
+    if fs.type not in NODE_LOCAL_FS:
+        return []
+    return [f"nodes={int(spec.nodes)} but data_root={spec.data_root} is on {fs.type} at {fs.mount_point}, local "
+            f"to this node: the other nodes cannot read it (put data_root on a file system every node mounts: "
+            f"Lustre, CephFS, GPFS, NFS)"]
 
 
 def _minutes(spec: Any) -> int:

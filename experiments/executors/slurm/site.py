@@ -57,6 +57,7 @@ class Partition:
     max_cpus_per_node: int | None
     cpus_per_node: tuple[int, ...] = ()  # CPUs of each node of the partition (sinfo)
     features: tuple[frozenset[str], ...] = ()  # each node's features (sinfo %f), for --constraint
+    hosts: tuple[str, ...] = ()  # each node's host name (sinfo %n, NodeHostname); () where sinfo did not say
     allow_accounts: tuple[str, ...] = ()  # () = all
     deny_accounts: tuple[str, ...] = ()
     allow_qos: tuple[str, ...] = ()
@@ -72,10 +73,11 @@ def _names(v: str | None) -> tuple[str, ...]:
 
 
 def parse_partitions(scontrol_text: str, sinfo_text: str = "") -> dict[str, Partition]:
-    """``scontrol show partition -o`` (+ ``sinfo -h -N -o '%N|%P|%c|%T|%f'`` for each node's CPUs and features)
-    -> partitions."""
+    """``scontrol show partition -o`` (+ ``sinfo -h -N -o '%N|%P|%c|%T|%f|%n'`` for each node's CPUs, features
+    and host name) -> partitions."""
     cpus: dict[str, dict[str, int]] = {}
     feats: dict[str, dict[str, frozenset[str]]] = {}
+    hosts: dict[str, dict[str, str]] = {}
     for line in sinfo_text.splitlines():
         cols = line.split("|")
         if len(cols) >= 3 and cols[2].strip().isdigit():
@@ -84,6 +86,8 @@ def parse_partitions(scontrol_text: str, sinfo_text: str = "") -> dict[str, Part
             if len(cols) >= 5:
                 feats.setdefault(part, {})[cols[0].strip()] = frozenset(
                     f for f in cols[4].strip().split(",") if f and f != "(null)")
+            if len(cols) >= 6 and cols[5].strip():
+                hosts.setdefault(part, {})[cols[0].strip()] = cols[5].strip()
     out = {}
     for line in scontrol_text.splitlines():
         kv = _kv(line)
@@ -100,6 +104,7 @@ def parse_partitions(scontrol_text: str, sinfo_text: str = "") -> dict[str, Part
             max_cpus_per_node=_limit(kv.get("MaxCPUsPerNode")),
             cpus_per_node=tuple(sorted(cpus.get(name, {}).values(), reverse=True)),
             features=tuple(feats[name][n] for n in sorted(feats[name])) if name in feats else (),
+            hosts=tuple(hosts[name][n] for n in sorted(hosts[name])) if name in hosts else (),
             allow_accounts=_names(kv.get("AllowAccounts")),
             deny_accounts=_names(kv.get("DenyAccounts")),
             allow_qos=_names(kv.get("AllowQos")),
@@ -209,7 +214,7 @@ def ask_site(timeout_s: float = 20, run: Runner = run_command) -> SiteInfo:
     try:
         part = run(["scontrol", "show", "partition", "-o"], timeout_s)
         conf = run(["scontrol", "show", "config"], timeout_s)
-        nodes = run(["sinfo", "-h", "-N", "-o", "%N|%P|%c|%T|%f"], timeout_s) if shutil.which("sinfo") else None
+        nodes = run(["sinfo", "-h", "-N", "-o", "%N|%P|%c|%T|%f|%n"], timeout_s) if shutil.which("sinfo") else None
     except (subprocess.TimeoutExpired, OSError) as e:
         return SiteInfo(error=f"scontrol did not answer ({type(e).__name__})")
     if part.returncode != 0:
