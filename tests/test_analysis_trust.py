@@ -143,7 +143,15 @@ def test_best_at_the_end_of_a_sweep_counts_what_the_guidelines_count(tmp_path):
     said.clear()
     print_best([(["stripe=2"], Outcome(two, "completed", 900.0)), (["stripe=4"], Outcome(point(tmp_path, "stripe=4"),
                 "completed", 800.0))], "bandwidth_mib_s", said.append)
-    assert said and said[0].startswith("no best: the points measured asked for a stripe layout that was not applied")
+    assert said and said[0].startswith("no best: stripe=2 on") and "invalid points count nowhere" in said[0]
+    said.clear()  # a point whose timed I/O is under the floor is invalid too, and counts in no best
+    print_best([(["stripe=1"], Outcome(one, "completed", 100.0, io_s=0.5)),
+                (["format=npz"], Outcome(hdf, "completed", 900.0, io_s=0.004)),
+                (["stripe=1", "x"], Outcome(point(tmp_path, "format=tfrecord"), "completed", 80.0, io_s=0.3))],
+               "bandwidth_mib_s", said.append)
+    text = "\n".join(said)
+    assert ": 100 = mean" in text and "left out, as the guidelines leave them out: 1 point with timed I/O under 0.1 s" \
+        in text, text
 
 
 def test_summary_is_best_first_readable_narrow_and_shows_only_what_varies(tmp_path, capsys):

@@ -133,6 +133,9 @@ class Outcome:
     value: float | None = None
     #: the store it is in, unmasked (``spec.db`` is masked): for the evidence printed at the end of a search
     db: str = ""
+    #: its timed I/O, seconds (the slowest rank's, ``io_time_slowest_s``; None where not stored): a point under
+    #: :data:`ddlio.evidence.MIN_IO_S` is invalid and counts in no "best"
+    io_s: float | None = None
 
 
 def run_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], cwd: str,
@@ -196,12 +199,14 @@ def run_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], cwd: s
         if len(fresh) < len(specs):
             echo(f"{len(specs) - len(fresh)} point(s) already tried in this run: answered from the store")
         key_of = {s.point_key: earlier.get(s.point_key, (s.point_key, ""))[0] for s in specs}
-        stored = store.totals(set(key_of.values()), set(objectives))
+        stored = store.totals(set(key_of.values()), {*objectives, "io_time_slowest_s"})
         out = []
         for s, objective in zip(batch.specs, objectives, strict=True):
             status, totals = stored.get(key_of.get(s.point_key, s.point_key), ("", {}))
             if status == "completed" and totals.get(objective) is not None:
-                out.append(Outcome(s, "completed", float(totals[objective]), db=db))
+                io = totals.get("io_time_slowest_s")
+                out.append(Outcome(s, "completed", float(totals[objective]), db=db,
+                                   io_s=None if io is None else float(io)))
             else:
                 out.append(Outcome(s, "failed" if status == "failed" else "pending", db=db))
         return out

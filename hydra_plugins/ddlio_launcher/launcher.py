@@ -240,19 +240,26 @@ def print_best(done: list[tuple[list[str], Any]], objective: str, echo: Any = pr
     """Print the best configuration of ``done`` ((overrides, Outcome) pairs) by the mean of its repetitions
     (:mod:`ddlio.evidence`), with its interval, the configurations whose intervals overlap it ("cannot decide"),
     and its label among the others (:func:`ddlio.identity.labels`). Counts configurations, not runs."""
-    from ddlio.evidence import best_of, stripe_unapplied  # lazy: plugin discovery stays cheap
+    from ddlio.evidence import MIN_IO_S, best_of, stripe_unapplied, too_short  # lazy: plugin discovery stays cheap
     from ddlio.identity import config_key, labels  # lazy: plugin discovery stays cheap
 
     def unapplied(o: Any) -> bool:  # invalid, as analysis.validity says: counted by neither best nor the guidelines
         lay = o.spec.layout
         return stripe_unapplied(lay.stripe_count, lay.stripe_size, lay.striping_applicable)
 
+    def short(o: Any) -> bool:  # invalid too: timed I/O under the floor
+        return too_short(getattr(o, "io_s", None))
+
     dropped = sorted({f"stripe={o.spec.layout.stripe_count} on {o.spec.layout.fs_type}" for _, o in done
                       if o.value is not None and unapplied(o)})
-    per_point = {o.spec.point_key: (ov, o) for ov, o in done if o.value is not None and not unapplied(o)}
+    n_short = sum(1 for _, o in done if o.value is not None and not unapplied(o) and short(o))
+    if n_short:
+        dropped.append(f"{n_short} point{'s' if n_short > 1 else ''} with timed I/O under {MIN_IO_S} s")
+    per_point = {o.spec.point_key: (ov, o) for ov, o in done
+                 if o.value is not None and not unapplied(o) and not short(o)}
     if dropped and len(per_point) < 2:
-        echo(f"no best: the points measured asked for a stripe layout that was not applied ({', '.join(dropped)}),"
-             " so they are invalid and count nowhere")
+        echo(f"no best: {', '.join(dropped)}: invalid points count nowhere (a stripe layout that was not applied, "
+             "or too little timed I/O to trust)")
         return
     configs = {k: o.spec.to_dict() for k, (_, o) in per_point.items()}
     key_of = {k: config_key(c) for k, c in configs.items()}
@@ -274,8 +281,7 @@ def print_best(done: list[tuple[list[str], Any]], objective: str, echo: Any = pr
                                                         if b.n > 1 else " (no interval: add repeat=0,1,2)"))
     echo(f"  {' '.join(shown) or '(defaults)'}    ({label[b.key]}, configuration {b.key})")
     if dropped:
-        echo(f"  left out, as the guidelines leave them out: {', '.join(dropped)} (a stripe layout that was not "
-             "applied: invalid)")
+        echo(f"  left out, as the guidelines leave them out: {', '.join(dropped)} (invalid)")
     if result.tied:
         echo("  cannot decide: the intervals of these overlap the best's: "
              + "; ".join(f"{label[e.key]} {e.text()}" for e in result.tied))
