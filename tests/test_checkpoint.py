@@ -240,3 +240,23 @@ def test_only_the_files_ddlio_wrote_are_removed_from_a_points_checkpoints(tmp_pa
     with pytest.raises(KernelError, match=r"holds files ddlio did not write \(ckpt-0/notes.txt\)"):
         _fresh(root, plan)  # a rerun refuses rather than removes it
     assert (plan.directory(0) / "notes.txt").exists()
+
+
+def test_a_restore_into_the_state_reads_every_byte_without_a_copy_and_the_default_keeps_the_key(tmp_path):
+    from experiments.kinds.checkpoint.plan import check_options
+
+    plan = CheckpointPlan.build(_options(count=1, restore_into="state"), 2, "fpp", 7, tmp_path / "ck")
+    assert not plan.staging
+    said = _run_step(tmp_path, plan)
+    for r in said["ranks"]:
+        restored = r["restores"][0]
+        assert restored["copy_s"] == 0 and restored["bytes"] >= plan.shard_bytes[plan.source(r["rank"])]
+    problems: list[str] = []
+    default = check_options(problems, _options(restore_into="staging"), 2, 2, "fpp", None, 1, None)
+    assert "restore_into" not in default and not problems  # the default stays out of the stored options (the key)
+    assert check_options(problems, _options(restore_into="state"), 2, 2, "fpp", None, 1, None)["restore_into"] == \
+        "state"
+    check_options(problems, _options(restore_into="disk"), 2, 2, "fpp", None, 1, None)
+    assert problems == ["checkpoint.restore_into='disk' is unknown: choose one of staging, state (staging: each "
+                        "piece into a new buffer, then copied into the state, as DCP's load does; state: straight "
+                        "into the state)"]

@@ -234,7 +234,8 @@ FIELDS: tuple[Field, ...] = (
        "`kind=checkpoint`'s preset (`llama3_8b`, `llama3_70b`, `llama3_405b`, `llama3_1t`: the model's dimensions "
        "and its tensor, pipeline and ZeRO parallelism) and options: `checkpoint.size` (the whole checkpoint's bytes; "
        "0 = the model's own), `checkpoint.layout` (`dcp` or `torch`, the files of `access=fpp`), "
-       "`checkpoint.transfer_size`, `checkpoint.count`, `checkpoint.restore` (`all`, `none`), `checkpoint.read_shift` "
+       "`checkpoint.transfer_size`, `checkpoint.count`, `checkpoint.restore` (`all`, `none`), `checkpoint.read_shift`, "
+       "`checkpoint.restore_into` (`staging`, `state`) "
        "(see [checkpoint.md](checkpoint.md)). In the point key only with `kind=checkpoint`",
        keyless={}, measurement=("checkpoint",), shown="`llama3_8b`"),
     # not fields of a point: how a sweep runs

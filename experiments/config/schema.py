@@ -170,6 +170,9 @@ class CheckpointConf:
     restore: str = "all"
     # rank r restores rank r+read_shift's shard (the failover case; ppn to read another node's)
     read_shift: int = 0
+    # where a restore reads each piece: staging (a new buffer, then copied into the state, as DCP's load and
+    # torch.load + load_state_dict do) or state (straight into the state's memory, as an in-place loader does)
+    restore_into: str = "staging"
 
 
 @dataclass
@@ -229,8 +232,8 @@ class DdlioConf:
     # kind=checkpoint's preset (llama3_8b, llama3_70b, llama3_405b, llama3_1t: the model's dimensions and its tensor,
     # pipeline and ZeRO parallelism) and options: checkpoint.size (the whole checkpoint's bytes; 0 = the model's own),
     # checkpoint.layout (dcp or torch, the files of access=fpp), checkpoint.transfer_size, checkpoint.count,
-    # checkpoint.restore (all, none), checkpoint.read_shift (see checkpoint.md). In the point key only with
-    # kind=checkpoint
+    # checkpoint.restore (all, none), checkpoint.read_shift, checkpoint.restore_into (staging, state) (see
+    # checkpoint.md). In the point key only with kind=checkpoint
     checkpoint: CheckpointConf = MISSING
     # local: submitit's local executor, or slurm (slurm.md); cluster.launch is the MPI launch line (mpiexec -n {ranks}),
     # cluster.timeout_min the limit per point, cluster.hang_timeout_s how long a rank waits at a barrier before the step

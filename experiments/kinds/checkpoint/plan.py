@@ -38,8 +38,10 @@ from experiments.kinds.checkpoint.shards import (
 #: the file layouts of access=fpp (access=shared writes one file, as N-1 does)
 LAYOUTS = ("dcp", "torch")
 RESTORES = ("all", "none")
+#: where a restore reads each piece: a new buffer then copied into the state (DCP's load, torch.load), or the state
+RESTORE_INTO = ("staging", "state")
 #: the options the schema adds to a preset's model and parallelism (each with its meaning in docs/checkpoint.md)
-RUN_OPTIONS = ("size", "layout", "transfer_size", "count", "restore", "read_shift")
+RUN_OPTIONS = ("size", "layout", "transfer_size", "count", "restore", "read_shift", "restore_into")
 #: rank 0's index of a checkpoint (dcp and shared)
 METADATA = ".metadata"
 #: the one file of access=shared
@@ -79,6 +81,8 @@ class CheckpointPlan:
     read_shift: int
     seed: int
     root: str
+    #: whether a restore reads each piece into a new buffer and copies it into the state (restore_into=staging)
+    staging: bool = True
 
     @classmethod
     def build(cls, options: Mapping[str, Any], ranks: int, access: str, seed: int, root: str | os.PathLike
@@ -93,7 +97,8 @@ class CheckpointPlan:
         return cls(str(options.get("name", "custom")), access, str(options.get("layout", "dcp")), ranks,
                    tuple(tuple((str(n), int(b)) for n, b in rank) for rank in pieces),
                    int(options["transfer_size"]), int(options["count"]), options.get("restore", "all") == "all",
-                   int(options.get("read_shift", 0)), int(seed), str(root))
+                   int(options.get("read_shift", 0)), int(seed), str(root),
+                   options.get("restore_into", "staging") == "staging")
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -214,6 +219,13 @@ def normalise(problems: list[str], options: Mapping[str, Any]) -> dict[str, Any]
         problems.append(f"checkpoint.restore={options.get('restore')!r} is unknown: choose one of "
                         f"{', '.join(RESTORES)}")
     out["read_shift"] = _int(problems, "read_shift", options.get("read_shift", 0), 0, 1 << 30)
+    into = options.get("restore_into", "staging")
+    if into not in RESTORE_INTO:
+        problems.append(f"checkpoint.restore_into={into!r} is unknown: choose one of {', '.join(RESTORE_INTO)} "
+                        "(staging: each piece into a new buffer, then copied into the state, as DCP's load does; "
+                        "state: straight into the state)")
+    if into == "staging":  # the default stays out of the stored options, so earlier points keep their keys
+        out.pop("restore_into", None)
     return out
 
 
@@ -252,8 +264,8 @@ def check_options(problems: list[str], options: Mapping[str, Any], ranks: int, p
                             "lower checkpoint.size or checkpoint.count, or free space")
     if memory is not None:
         # a rank holds its shard, and while restoring the piece it is reading (before it is copied into the state)
-        held = [b + max((p for _, p in plan.pieces[plan.source(r)]), default=0) for r, b in
-                enumerate(plan.shard_bytes)]
+        held = [b + (max((p for _, p in plan.pieces[plan.source(r)]), default=0) if plan.staging else 0)
+                for r, b in enumerate(plan.shard_bytes)]
         node = max(sum(held[n * ppn:(n + 1) * ppn]) for n in range(max(1, ranks // max(1, ppn))))
         if node > memory * MEMORY_SHARE:
             problems.append(f"the ranks of one node hold {format_size(node)} of shards in memory (a trainer's state "

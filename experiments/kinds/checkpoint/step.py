@@ -182,11 +182,15 @@ def restore(comm: Any, io: StorageIO, plan: CheckpointPlan, k: int, buf: np.ndar
     try:
         base, at = plan.offset(src), 0
         for _name, size in plan.pieces[src]:
+            what = f"checkpoint {k}: rank {rank} read of shard {src} in {path}"
+            if not plan.staging:  # restore_into=state: straight into the state's memory
+                _read_range(io, phase, fd, memoryview(buf)[at:at + size], base + at, plan.transfer_size, what)
+                at += size
+                continue
             # as DCP's load and torch.load then load_state_dict do: each piece is read into a new tensor, then
             # copied into the model's state (the copy is part of the restore's duration, not of its calls' time)
             staging = np.empty(size, dtype=np.uint8)
-            _read_range(io, phase, fd, memoryview(staging), base + at, plan.transfer_size,
-                        f"checkpoint {k}: rank {rank} read of shard {src} in {path}")
+            _read_range(io, phase, fd, memoryview(staging), base + at, plan.transfer_size, what)
             t = _ns()
             buf[at:at + size] = staging
             phase.copy_ns += _ns() - t
