@@ -15,10 +15,12 @@ took its time after its accounting, axboe/fio#831). Then the files' page cache i
 ``posix_fadvise`` DONTNEED, verified with ``mincore``; fio: the same call through ddlio's helper
 ``experiments.kernel.cache.evict`` between fio's write and read jobs, verified the same way, fio's own
 ``invalidate`` off so its runtime holds no eviction, axboe/fio#1422) and the same shards are read back in calls of
-the same size. ddlio also writes rank 0's ``.metadata`` index (a few hundred bytes), counted in its bytes; fio
-writes none. While fio runs, the bench holds memory the size of the shards, touched, as ddlio's ranks hold their
-state (:func:`trainer_state`; ``--no-state`` leaves it out): on this VM the page cache of a run that first takes a
-GiB for its state lands in memory already handed back to the host, and writes into it run at a half or a third.
+the same size, ddlio's straight into its state (``checkpoint.restore_into=state``, as fio reads into its buffer;
+``--restore-into staging`` adds DCP's new buffer per piece and the copy into the state). ddlio also writes rank
+0's ``.metadata`` index (a few hundred bytes), counted in its bytes; fio writes none. While fio runs, the bench holds
+memory the size of the shards, touched, as ddlio's ranks hold their state (:func:`trainer_state`; ``--no-state``
+leaves it out): on this VM the page cache of a run that first takes a GiB for its state lands in memory already
+handed back to the host, and writes into it run at a half or a third.
 
 Figures (MiB/s): fio's, the job bytes of both jobs over the longest job's runtime (its whole job, open to the end
 of its fsync, in milliseconds); ddlio's MLPerf-style figure, the bytes over the largest per-rank duration
@@ -242,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5, help="rounds of each, ABBA (default %(default)s)")
     ap.add_argument("--settle", type=float, default=1.0,
                     help="seconds of quiet (after a sync) before each run (default %(default)s)")
+    ap.add_argument("--restore-into", choices=("state", "staging"), default="state",
+                    help="ddlio's checkpoint.restore_into (default %(default)s: reads straight into the state, as "
+                         "fio's into its buffer; staging adds DCP's new buffer and copy per piece)")
     ap.add_argument("--no-state", action="store_true",
                     help="run fio without the trainers' state held in memory (see trainer_state)")
     ap.add_argument("--dir", help="scratch directory (default: a temporary one under /tmp, removed after)")
@@ -259,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for transfer in [parse_size(s) for s in args.transfers.split(",")]:
             for layout in args.layouts.split(","):
-                spec = point(scratch, size, transfer, layout, args.ranks, args.preset)
+                spec = point(scratch, size, transfer, layout, args.ranks, args.preset,
+                             overrides=[f"checkpoint.restore_into={args.restore_into}"])
                 shards = plan_of(spec).shard_bytes
                 cell = measure_cell(spec, scratch, transfer, args.rounds, args.settle,
                                     not args.no_state)
