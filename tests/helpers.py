@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -35,3 +36,18 @@ def mpi_generation(spec: PointSpec, run_dir: Path):
 
     gen.calls = calls  # type: ignore[attr-defined]
     return gen
+
+
+def kernel_pids(root: object) -> list[int]:
+    """The processes whose command line names a kernel spec under ``root`` (the local job's MPI step)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    cmd = f.read().decode(errors="replace")
+            except OSError:
+                continue
+            if "experiments.kernel" in cmd and str(root) in cmd:
+                pids.append(int(d))
+    return pids

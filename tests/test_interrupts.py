@@ -14,6 +14,7 @@ import pytest
 import sweep as sweep_module
 from conftest import SWEEP, cli_env
 from ddlio.signals import Terminated
+from helpers import kernel_pids
 
 
 def _point_rows(db) -> list[tuple]:
@@ -66,21 +67,6 @@ def _alive(pid: int) -> bool:
         return f.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def _kernel_pids(root) -> list[int]:
-    """The processes whose command line names a kernel spec under ``root`` (the local job's MPI step)."""
-    pids = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/cmdline", "rb") as f:
-                    cmd = f.read().decode(errors="replace")
-            except OSError:
-                continue
-            if "experiments.kernel" in cmd and str(root) in cmd:
-                pids.append(int(d))
-    return pids
-
-
 def test_sigterm_stops_the_point_and_its_job_and_exits_143(sweep, tmp_path):
     """kill PID (SIGTERM) of the driver alone, as a scheduler or a user's kill does: the local job and its MPI step
     stop too, the point is stored interrupted, one line says so, exit 143; a rerun resumes."""
@@ -90,9 +76,9 @@ def test_sigterm_stops_the_point_and_its_job_and_exits_143(sweep, tmp_path):
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         end = time.monotonic() + 120
-        while not _kernel_pids(tmp_path / "data") and time.monotonic() < end:
+        while not kernel_pids(tmp_path / "data") and time.monotonic() < end:
             time.sleep(0.2)
-        kernels = _kernel_pids(tmp_path / "data")
+        kernels = kernel_pids(tmp_path / "data")
         assert kernels and proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGTERM)  # the driver only, not its group
         out, err = proc.communicate(timeout=60)

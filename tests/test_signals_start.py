@@ -16,26 +16,12 @@ import time
 import pytest
 
 from conftest import SWEEP, cli_env
+from helpers import kernel_pids
 
 
 def _point_rows(db) -> list[tuple]:
     with sqlite3.connect(db) as c:
         return c.execute("SELECT status, job_state, error FROM points").fetchall()
-
-
-def _kernel_pids(root) -> list[int]:
-    """The processes whose command line names a kernel spec under ``root`` (the local job's MPI step)."""
-    pids = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/cmdline", "rb") as f:
-                    cmd = f.read().decode(errors="replace")
-            except OSError:
-                continue
-            if "experiments.kernel" in cmd and str(root) in cmd:
-                pids.append(int(d))
-    return pids
 
 
 def _alive(pid: int) -> bool:
@@ -55,9 +41,9 @@ def _start_sweep(tmp_path, epochs: int = 6) -> subprocess.Popen:
 
 def _wait_for_kernel(proc: subprocess.Popen, tmp_path) -> list[int]:
     end = time.monotonic() + 120
-    while not _kernel_pids(tmp_path / "data") and time.monotonic() < end and proc.poll() is None:
+    while not kernel_pids(tmp_path / "data") and time.monotonic() < end and proc.poll() is None:
         time.sleep(0.2)
-    kernels = _kernel_pids(tmp_path / "data")
+    kernels = kernel_pids(tmp_path / "data")
     assert kernels and proc.poll() is None, proc.communicate()
     return kernels
 
@@ -257,7 +243,7 @@ def test_a_rerun_after_kill_9_of_the_sweep_stops_the_orphaned_step_and_measures(
                             "workload.epochs=4", f"data_root={tmp_path / 'data'}", f"db={tmp_path / 'r.db'}"],
                            cwd=tmp_path, env=cli_env(tmp_path), capture_output=True, text=True, timeout=300)
     finally:
-        for p in _kernel_pids(tmp_path / "data"):
+        for p in kernel_pids(tmp_path / "data"):
             with contextlib.suppress(OSError):
                 os.kill(p, signal.SIGKILL)
     assert "Traceback" not in r.stdout + r.stderr and "Directory not empty" not in r.stdout + r.stderr

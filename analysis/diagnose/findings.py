@@ -71,20 +71,11 @@ def _small(s: Subject, t: Thresholds, op: str) -> Finding | None:
             message=f"no size bins recorded for {total} read calls (reader={s.reader or '?'}): small reads cannot "
                     "be judged", unit="fraction of calls", evidence=[f"{len(s.points)} point(s)"],
             counted={"small": None, "total": total, "judged": False})
-    frac = small / total
-    over = bool(small) and frac > t.small_requests
-    fired = over and small > t.small_requests_absolute
     fix = ["workload.read_threads=4", "workload.prefetch=4"] if op == "read" else []
     if op == "read" and s.format in ("jpeg", "png", "npy", "npz"):
         fix.append("format=tfrecord")
-    au = _mean_au(s) if op == "read" else None
-    fed = fired and au is not None and au >= t.au_min  # the accelerator did not wait on them: info, not high
-    level = (Level.INFO if fed else Level.HIGH) if fired else Level.INFO if over else Level.OK
-    message = f"{small} of {total} {op} calls ({_pct(frac)}) are below {t.small_bytes} bytes"
-    if over and not fired:
-        message += f": too few reads to judge ({small} small, the floor is {t.small_requests_absolute})"
-    elif fed:
-        message += f"; the accelerator was fed (AU {au:.3f} >= {t.au_min}), so they cost no training time"
+    frac, level, said, fired, over = _small_level(s, t, op, small, total)
+    message = f"{small} of {total} {op} calls ({_pct(frac)}) are below {t.small_bytes} bytes{said}"
     return Finding(
         code=f"small-{op}s", level=level, title=title, message=message,
         value=frac, threshold=t.small_requests, unit="fraction of calls",
@@ -92,6 +83,25 @@ def _small(s: Subject, t: Thresholds, op: str) -> Finding | None:
         fix=fix if level == Level.HIGH else [],
         snippet=small_read_snippet(s) if level == Level.HIGH else "",
         counted={"small": small, "total": total, "judged": fired or not over})
+
+
+def _small_level(s: Subject, t: Thresholds, op: str, small: int, total: int
+                 ) -> tuple[float, Level, str, bool, bool]:
+    """How ``small`` of ``total`` calls below the size threshold weigh: (fraction, level, what the message adds,
+    fired, over). Over the fraction but under the absolute floor: too few to judge (info); fired on an
+    accelerator that was fed (AU >= au_min): info, they cost no training time; else high."""
+    frac = small / total
+    over = bool(small) and frac > t.small_requests
+    fired = over and small > t.small_requests_absolute
+    au = _mean_au(s) if op == "read" else None
+    fed = fired and au is not None and au >= t.au_min  # the accelerator did not wait on them: info, not high
+    level = (Level.INFO if fed else Level.HIGH) if fired else Level.INFO if over else Level.OK
+    said = ""
+    if over and not fired:
+        said = f": too few reads to judge ({small} small, the floor is {t.small_requests_absolute})"
+    elif fed:
+        said = f"; the accelerator was fed (AU {au:.3f} >= {t.au_min}), so they cost no training time"
+    return frac, level, said, fired, over
 
 
 def small_reads(s: Subject, t: Thresholds) -> Finding | None:
@@ -176,17 +186,8 @@ def _shared_small(s: Subject, t: Thresholds, op: str) -> Finding | None:
     total, small = (s.shared_reads, s.shared_small_reads) if op == "read" else (s.shared_writes, s.shared_small_writes)
     if not total or (op == "read" and not s.size_bins):  # unbinned reads: small-reads says so once
         return None
-    frac = small / total
-    over = bool(small) and frac > t.small_requests
-    fired = over and small > t.small_requests_absolute
-    au = _mean_au(s) if op == "read" else None
-    fed = fired and au is not None and au >= t.au_min
-    level = (Level.INFO if fed else Level.HIGH) if fired else Level.INFO if over else Level.OK
-    message = f"{small} of {total} {op}s to shared files ({_pct(frac)}) are below {t.small_bytes} bytes"
-    if over and not fired:
-        message += f": too few reads to judge ({small} small, the floor is {t.small_requests_absolute})"
-    elif fed:
-        message += f"; the accelerator was fed (AU {au:.3f} >= {t.au_min}), so they cost no training time"
+    frac, level, said, fired, over = _small_level(s, t, op, small, total)
+    message = f"{small} of {total} {op}s to shared files ({_pct(frac)}) are below {t.small_bytes} bytes{said}"
     high = level == Level.HIGH
     fix = ["access=fpp", "workload.read_threads=4"] if high and op == "read" else []
     snippet = ("MPI-IO: collective reads (MPI_File_read_all) with romio_cb_read=enable" if s.kind == "observed"
