@@ -170,31 +170,61 @@ def check_dir(path: str | os.PathLike, force: bool = False, what: str = "--out")
     return p
 
 
+def _manifest(directory: Path) -> dict[str, str | None]:
+    """The figure manifest :data:`MANIFEST` of ``directory``: name -> SHA-256 of what ddlio wrote (``<sha256>
+    <name>`` lines; a line of a name alone, as earlier releases wrote, maps to None)."""
+    try:
+        lines = (directory / MANIFEST).read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    out: dict[str, str | None] = {}
+    for line in lines:
+        digest, sep, name = line.partition("  ")
+        if sep and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest):
+            out[name] = digest
+        elif line.strip():
+            out[line.strip()] = None
+    return out
+
+
 def manifest_names(directory: Path) -> set[str]:
     """The names ddlio's manifest in ``directory`` lists (empty when there is none)."""
+    return set(_manifest(directory))
+
+
+def _still_ours(path: Path, digest: str | None) -> bool:
+    """Whether ``path``, listed in the manifest with ``digest``, still holds what ddlio wrote (a listing without
+    a digest, an earlier release's, is taken at its word)."""
     try:
-        return set((directory / MANIFEST).read_text().split())
+        return digest is None or (path.is_file() and _sha256(path) == digest)
     except OSError:
-        return set()
+        return False
 
 
 def check_dir_names(directory: Path, names: Iterable[str], force: bool = False, what: str = "--out") -> None:
     """The files ``names`` about to be written in ``directory``: any that exists must be one ddlio wrote there
-    (listed in its manifest), unless ``force``."""
-    mine = manifest_names(directory)
-    foreign = sorted(n for n in names if (directory / n).exists() and n not in mine)
+    (listed in its manifest with the bytes it still holds), unless ``force``."""
+    mine = _manifest(directory)
+    foreign = sorted(n for n in names if (directory / n).exists()
+                     and not (n in mine and _still_ours(directory / n, mine[n])))
     if foreign and not force:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-        raise OutputError(f"{what} {directory}: {shown} exist and were not written by ddlio (no {MANIFEST} lists "
-                          "them): name another directory, or pass --force to replace them")
+        raise OutputError(f"{what} {directory}: {shown} exist and were not written by ddlio, or were changed "
+                          f"since (no {MANIFEST} lists them as they are): name another directory, or pass --force "
+                          "to replace them")
     for n in names:
         if (directory / n).is_dir():
             raise OutputError(f"{what} {directory}: {n} is a directory in the way")
 
 
 def record_names(directory: Path, names: Iterable[str]) -> None:
-    """Add ``names`` to the manifest of ``directory`` (the files ddlio wrote there)."""
-    write_file(directory / MANIFEST, "\n".join(sorted(manifest_names(directory) | set(names))) + "\n")
+    """Add ``names`` (files ddlio has just written in ``directory``) to its manifest, each with the SHA-256 of
+    what it holds, so that a later run replaces it only while it holds those bytes."""
+    entries = _manifest(directory)
+    for n in names:
+        f = directory / n
+        entries[n] = _sha256(f) if f.is_file() else entries.get(n)
+    write_file(directory / MANIFEST, "".join(f"{d}  {n}\n" if d else f"{n}\n" for n, d in sorted(entries.items())))
 
 
 def mark_html(text: str) -> str:

@@ -156,6 +156,21 @@ def test_export_replaces_its_own_csv_until_someone_changes_it(small_store, tmp_p
     assert "manifest" in capsys.readouterr().err
 
 
+def test_a_figure_is_replaced_only_while_it_holds_what_ddlio_wrote(tmp_path):
+    from analysis.outputs import MANIFEST, OutputError, check_dir_names, record_names
+
+    (tmp_path / "a.png").write_bytes(b"ddlio's figure")
+    record_names(tmp_path, ["a.png"])
+    assert (tmp_path / MANIFEST).read_text() == f"{_digest(tmp_path / 'a.png')}  a.png\n"
+    check_dir_names(tmp_path, ["a.png", "b.png"])  # its own, byte for byte; b.png is new
+    (tmp_path / "a.png").write_bytes(b"my own drawing, same name")
+    with pytest.raises(OutputError, match=r"a.png exist and were not written by ddlio, or were changed since"):
+        check_dir_names(tmp_path, ["a.png"])
+    check_dir_names(tmp_path, ["a.png"], force=True)
+    (tmp_path / MANIFEST).write_text("a.png\n")  # an earlier release's manifest: names only, taken at its word
+    check_dir_names(tmp_path, ["a.png"])
+
+
 def test_an_html_file_is_ddlios_only_by_its_mark(tmp_path):
     from analysis.outputs import HTML_MARK, ours
 
