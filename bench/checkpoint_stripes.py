@@ -10,10 +10,10 @@ over stripe 1 for each tool, with ddlio's gain over fio's: the goal is that stri
 
 Every round writes new files, and CephFS places a file's objects by its inode, so how many OSDs a checkpoint's
 writes reach at once is drawn anew each round: with OSDs capped, that count is the round's ceiling. The bench
-therefore also prints, per round and tool, the distinct OSDs the ranks' writes reach at once
-(:func:`osds_at_once`: object names from the inode and layout each file read back, ``ceph osd map``) and their
-means beside the bandwidths, so that a gain that differs between the tools can be told from a placement that
-differed.
+therefore also prints, per round and tool, the ceiling that placement allows (:func:`placement_ceiling`: the
+objects written at once, their OSDs from the inode and layout each file read back and ``ceph osd map``, each OSD
+capped at ``--osd-cap``), and each tool's writes over their own ceilings, so that a gain that differs between the
+tools can be told from a placement that differed.
 
 Meant for the one-box CephFS of tests/cluster/cephfs.sh with its write caps on and objects large enough that stripe
 count 1 keeps a rank's writes on one OSD at a time::
@@ -43,12 +43,15 @@ from ddlio.units import format_size, parse_size
 MIB = 1024**2
 
 
-def osds_at_once(layout: dict[str, Any], regions: list[tuple[int, int]], samples: int = 64) -> float | None:
-    """How many distinct OSDs (primaries) the ranks write to at once, over a checkpoint in one file of this read-back
-    layout (``inode``, ``pool``, ``stripe_count``, ``stripe_size``, ``object_size``), each rank writing its region
-    (``offset``, ``bytes``) front to back at the same pace: at each of ``samples`` instants, the OSDs of the object
-    sets (``stripe_count`` objects of ``object_size`` bytes) that hold the ranks' current offsets; averaged as
-    time is (the harmonic mean: a capped OSD's bandwidth a count). None when the monitors cannot be asked."""
+def placement_ceiling(layout: dict[str, Any], regions: list[tuple[int, int]], cap_mib_s: float,
+                      samples: int = 64) -> float | None:
+    """The bandwidth (MiB/s) the OSDs allow a checkpoint in one file of this read-back layout (``inode``,
+    ``pool``, ``stripe_count``, ``object_size``), each rank writing its region (``offset``, ``bytes``) front to
+    back at the same pace, every OSD capped at ``cap_mib_s``: at each of ``samples`` instants, the objects being
+    written (the object sets, ``stripe_count`` objects each, that hold the ranks' current offsets) share their
+    OSDs, and an OSD holding ``k`` of them gives each ``cap / k``, so the writes, spread evenly over the objects,
+    go at ``cap x objects / (the most objects on one OSD)``; averaged as time is (harmonic mean). None when the
+    monitors cannot be asked."""
     from lustre.ceph import map_objects
 
     sc, os_ = int(layout["stripe_count"]), int(layout["object_size"])
@@ -63,8 +66,13 @@ def osds_at_once(layout: dict[str, Any], regions: list[tuple[int, int]], samples
     osds = map_objects(str(layout["pool"]), sorted(set(names.values())))
     if osds is None:
         return None
-    counts = [len({osds[names[o]] for o in objs}) for objs in at_once]
-    return len(counts) / sum(1 / c for c in counts)
+    rates = []
+    for objs in at_once:
+        load: dict[int, int] = {}
+        for o in objs:
+            load[osds[names[o]]] = load.get(osds[names[o]], 0) + 1
+        rates.append(cap_mib_s * len(objs) / max(load.values()))
+    return len(rates) / sum(1 / r for r in rates)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--transfer", default="4MiB", help="bytes of each write and read call")
     ap.add_argument("--object-size", default="64MiB", help="CephFS object size of the layout")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--osd-cap", type=float, default=24.0,
+                    help="MiB/s each OSD is capped at (tests/cluster/cephfs.sh throttle), for the placement ceiling")
     args = ap.parse_args(argv)
     if shutil.which("fio") is None:
         raise SystemExit("fio is not installed (apt-get install fio)")
@@ -93,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             spec = point(d, size, transfer, "n1", 2, overrides=[f"stripe={s}", f"object_size={objsize}"])
             plan = plan_of(spec)
             got: dict[str, list[float]] = {"ddlio_w": [], "ddlio_r": [], "fio_w": [], "fio_r": [],
-                                           "ddlio_osds": [], "fio_osds": []}
+                                           "ddlio_ceil": [], "fio_ceil": []}
             regions = [(plan.offset(r), plan.shard_bytes[r]) for r in range(plan.ranks)]
             for k in range(args.rounds):
                 for tool in (("ddlio", "fio") if k % 2 == 0 else ("fio", "ddlio")):
@@ -104,9 +114,9 @@ def main(argv: list[str] | None = None) -> int:
                         got["ddlio_w"].append(m["write_throughput_gib_s"] * 1024)
                         got["ddlio_r"].append(m["read_throughput_gib_s"] * 1024)
                         lay = rec["layout"]["files"][f"ckpt-0/{plan.data_file(0)}"]
-                        n = osds_at_once(lay, regions)
-                        if n is not None:
-                            got["ddlio_osds"].append(n)
+                        c = placement_ceiling(lay, regions, args.osd_cap)
+                        if c is not None:
+                            got["ddlio_ceil"].append(c)
                     else:
                         probe = d / "fio-ckpt" / "probe"
                         probe.parent.mkdir(parents=True, exist_ok=True)
@@ -116,12 +126,13 @@ def main(argv: list[str] | None = None) -> int:
                         if lay.get("stripe_count") != s:
                             raise SystemExit(f"fio's directory has stripe count {lay.get('stripe_count')}, not {s}")
                         f = fio_round(plan, d, transfer,
-                                      inspect=lambda files, rg=regions: osds_at_once(
-                                          {**read_back(files[0]), "inode": files[0].stat().st_ino}, rg))
+                                      inspect=lambda files, rg=regions: placement_ceiling(
+                                          {**read_back(files[0]), "inode": files[0].stat().st_ino}, rg,
+                                          args.osd_cap))
                         got["fio_w"].append(f["write"])
                         got["fio_r"].append(f["read"])
                         if f["inspected"] is not None:
-                            got["fio_osds"].append(f["inspected"])
+                            got["fio_ceil"].append(f["inspected"])
             res[s] = got
             print(f"stripe {s}: " + "; ".join(f"{k} " + " ".join(f"{x:.0f}" for x in v) for k, v in got.items()),
                   flush=True)
@@ -130,18 +141,25 @@ def main(argv: list[str] | None = None) -> int:
     # each round writes new files, whose objects CephFS places anew (by inode): a mean over rounds averages the
     # placement's luck (how many distinct OSDs a file's objects land on), which a median of few rounds does not
     med = {s: {k: statistics.mean(v) if v else float("nan") for k, v in g.items()} for s, g in res.items()}
+    # each round's write over its own placement's ceiling: what a tool made of the OSDs its files drew
+    def over_ceiling(g: dict[str, list[float]], tool: str) -> float:
+        w, c = g[f"{tool}_w"], g[f"{tool}_ceil"]
+        return statistics.mean(a / b for a, b in zip(w, c, strict=True)) if w and len(w) == len(c) else float("nan")
+
+    eff = {s: {t: over_ceiling(g, t) for t in ("ddlio", "fio")} for s, g in res.items()}
     first = stripes[0]
     print(f"\nN-1 checkpoint of {format_size(size)} by 2 ranks, {format_size(transfer)} calls, objects of "
           f"{format_size(objsize)}, {args.rounds} rounds (means, MiB/s; gain = over stripe {first})")
     print("| stripe | ddlio write | fio write | write gain ddlio / fio | ddlio restore | fio read "
-          "| read gain ddlio / fio | OSDs at once ddlio / fio |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| read gain ddlio / fio | placement ceiling ddlio / fio | write / ceiling ddlio / fio |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for s in stripes:
         m, b = med[s], med[first]
         gw = (m["ddlio_w"] / b["ddlio_w"], m["fio_w"] / b["fio_w"])
         gr = (m["ddlio_r"] / b["ddlio_r"], m["fio_r"] / b["fio_r"])
         print(f"| {s} | {m['ddlio_w']:.1f} | {m['fio_w']:.1f} | {gw[0]:.2f} / {gw[1]:.2f} | {m['ddlio_r']:.1f} | "
-              f"{m['fio_r']:.1f} | {gr[0]:.2f} / {gr[1]:.2f} | {m['ddlio_osds']:.2f} / {m['fio_osds']:.2f} |")
+              f"{m['fio_r']:.1f} | {gr[0]:.2f} / {gr[1]:.2f} | {m['ddlio_ceil']:.1f} / {m['fio_ceil']:.1f} | "
+              f"{eff[s]['ddlio']:.2f} / {eff[s]['fio']:.2f} |")
     return 0
 
 
