@@ -187,9 +187,10 @@ def test_a_step_that_ran_out_of_space_is_one_sentence_naming_the_step(tmp_path, 
 
 
 # ------------------------------------------------------------------------------------ orphans of a killed sweep
-def _orphan(rd) -> subprocess.Popen:
-    """A process that names a file in the run folder ``rd`` on its command line, as an MPI step does."""
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", str(rd / "kernel.json")],
+def _orphan(rd, module: str = "experiments.kernel", name: str = "kernel.json") -> subprocess.Popen:
+    """A process that names a file in the run folder ``rd`` on its command line, as an MPI step does (its module
+    among its words: ``python -m experiments.kernel <rd>/kernel.json``)."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", module, str(rd / name)],
                             start_new_session=True)
 
 
@@ -199,17 +200,18 @@ def test_an_earlier_attempts_process_in_the_run_folder_is_stopped_in_one_line(tm
     rd = tmp_path / "runs" / "s" / "p"
     rd.mkdir(parents=True)
     other = _orphan(tmp_path / "runs" / "s" / "p2")  # another point's: left alone
+    viewer = _orphan(rd, "tail", "kernel.log")  # a user's process reading a log there: not ddlio's, left alone
     orphan = _orphan(rd)
     lines: list[str] = []
     try:
         time.sleep(0.3)
         assert stop_orphans(rd, lines.append) == [orphan.pid]
-        assert orphan.wait(timeout=10) is not None and other.poll() is None
+        assert orphan.wait(timeout=10) is not None and other.poll() is None and viewer.poll() is None
         assert len(lines) == 1 and lines[0].startswith(f"ddlio: stopped 1 process(es) an earlier attempt of this "
                                                        f"point left running in {rd}: {orphan.pid} (")
         assert stop_orphans(rd, lines.append) == [] and len(lines) == 1
     finally:
-        for p in (orphan, other):
+        for p in (orphan, other, viewer):
             p.kill()
             p.wait()
 
@@ -228,6 +230,7 @@ def test_a_process_that_cannot_be_stopped_is_named_with_how_to_stop_it(tmp_path,
                                                       rf"{orphan.pid}; stop them \(kill -9 {orphan.pid}\)"):
             records.stop_orphans(rd)
     finally:
+        monkeypatch.undo()  # os.kill back, or the orphan outlives the test
         orphan.kill()
         orphan.wait()
 

@@ -157,14 +157,25 @@ class OrphanError(DdlioError):
     """Processes of an earlier attempt at a point still run in its run folder and could not be stopped."""
 
 
+#: words of a command line that ddlio's own processes of a point hold: its modules (the job, the MPI steps, the
+#: generator), submitit's job runner, the MPI launchers; a process naming the run folder without one (a user's
+#: ``tail -f`` of a log there) is never stopped
+_DDLIO_COMMANDS = ("experiments.", "submitit", "mpiexec", "mpirun", "hydra_pmi_proxy", "srun")
+
+
+def _started_by_ddlio(cmd: str) -> bool:
+    return any(w in cmd for w in _DDLIO_COMMANDS)
+
+
 def stop_orphans(rd: Path, echo: Callable[[str], None] | None = None) -> list[int]:
     """Stop the processes an earlier attempt at this point left running (its driver and job killed, ``kill -9``,
     while its MPI step or generator went on writing in ``rd``): this user's processes of this host whose command
     line names the run folder. The caller holds the point's claim and found its job gone, so they are that
-    attempt's, nobody else's. SIGTERM, then SIGKILL; one line says what was stopped. Returns their pids; raises
-    :class:`OrphanError` (one line: which still run, how to stop them) when some outlive SIGKILL (another
-    user's, or stuck in the kernel)."""
-    found = processes_naming(rd)
+    attempt's, nobody else's; only those running ddlio's own commands (:data:`_DDLIO_COMMANDS`) are stopped,
+    never, say, a user's ``tail -f`` of a log there. SIGTERM, then SIGKILL; one line says what was stopped.
+    Returns their pids; raises :class:`OrphanError` (one line: which still run, how to stop them) when some
+    outlive SIGKILL (another user's, or stuck in the kernel)."""
+    found = {pid: cmd for pid, cmd in processes_naming(rd).items() if _started_by_ddlio(cmd)}
     if not found:
         return []
     for sig, grace in zip((signal.SIGTERM, signal.SIGKILL), ORPHAN_GRACE_S, strict=True):
