@@ -8,6 +8,7 @@ import importlib.util
 import json
 
 import pytest
+from test_calibrate import TINY as TINY_KERAS  # the Keras model the calibrate tests use
 
 from experiments import calibrate
 
@@ -22,15 +23,6 @@ def tiny(shape):
     return m, torch.optim.SGD(m.parameters(), lr=0.1), nn.CrossEntropyLoss()
 '''
 
-TINY_KERAS = '''
-def tiny(shape):
-    import keras
-
-    model = keras.Sequential([keras.Input(shape=shape, dtype="uint8"), keras.layers.Rescaling(1 / 255),
-                              keras.layers.Flatten(), keras.layers.Dense(3, activation="softmax")])
-    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
-    return model
-'''
 
 
 def test_the_device_is_synchronised_around_each_timed_step_only():
