@@ -224,7 +224,7 @@ def labels(configs: Sequence[Mapping[str, Any]], always: Iterable[str] = ()) -> 
         k = knobs(c)
         parts = [paper_label(c)] + [k[n] for n in vary if n in k]
         if stripe_unapplied(c.get("stripe_count"), c.get("stripe_size"), c.get("striping_applicable")):
-            # never "2OST" for a layout that was not applied: the label says what was asked and that it was not
+            # an unapplied layout never gets the target words (layout_words): the label says it was not applied
             words = layout_words(int(c.get("stripe_count", 1)), c.get("fs_type"), named=True)
             parts[0] = parts[0].removesuffix(words) + f"stripe={c.get('stripe_count')}-not-applied"
         elif stripes_vary and c.get("striping_applicable") is False:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -128,7 +129,8 @@ def test_remeasure_earlier_measures_only_the_points_of_an_earlier_method(sweep, 
 
     assert summary(argparse.Namespace(db=str(tmp_path / "r.db"), format="table")) == 0
     table = capsys.readouterr().out
-    lines = [ln for ln in table.splitlines() if ln.startswith("completed")]
-    labels = [ln.split("  0 ")[0].split(None, 1)[1].strip() for ln in lines]
+    # each point's row: its configuration (right-aligned), then MiB/s and IOPS
+    rows = [re.match(r"\s*(\S.*?)\s+\d[\d.]*\s+\d[\d,]*\s", ln) for ln in table.splitlines() if "/shared " in ln]
+    labels = [m.group(1) for m in rows if m]
     assert len(labels) == 5 and len(set(labels)) == 5, table  # told apart: "(unsettled)"
     assert "2 point(s) were measured by an earlier method" in table
