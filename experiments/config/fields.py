@@ -238,6 +238,11 @@ FIELDS: tuple[Field, ...] = (
        "`checkpoint.restore_into` (`staging`, `state`) "
        "(see [checkpoint.md](checkpoint.md)). In the point key only with `kind=checkpoint`",
        keyless={}, measurement=("checkpoint",), shown="`llama3_8b`"),
+    _f("workload.au_floor", "au_floor", _W + "au_floor", "float", 0.9, "float", 0.9,
+       "the accelerator utilisation (0–1, compute time over wall time) at or above which a point keeps its "
+       "accelerators fed (MLPerf Storage's rule: 0.90, 0.70 for CosmoFlow and DLRM); the verdict `fed` or `starved` "
+       "of the end-of-sweep line, `summary`, `status`, the guidelines and the report. In no key",
+       keyless=0.9),
     # not fields of a point: how a sweep runs
     _f(None, None, "db_url_file", "", None, "str", "",
        "a file (`chmod 600`) holding the store's URL with its password; replaces `db`", shown="(unset)"),

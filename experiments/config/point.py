@@ -264,6 +264,8 @@ class WorkloadSpec:
     pin_memory: bool = False
     start_method: str = "fork"
     device: str = "auto"
+    # the accelerator utilisation (0-1) at or above which a point's accelerators count as fed (in no key)
+    au_floor: float = 0.9
 
 
 #: cluster keys added after points were first stored: at these values they are left out of the stored cluster

@@ -124,6 +124,10 @@ class WorkloadConf:
     device: str = "auto"
     # write every rank's reads, opens and closes to trace-rank<N>.csv in the run folder
     trace: bool = False
+    # the accelerator utilisation (0–1, compute time over wall time) at or above which a point keeps its accelerators
+    # fed (MLPerf Storage's rule: 0.90, 0.70 for CosmoFlow and DLRM); the verdict fed or starved of the end-of-sweep
+    # line, summary, status, the guidelines and the report. In no key
+    au_floor: float = 0.9
 
 
 @dataclass

@@ -60,6 +60,8 @@ def closest(key: str, format_name: str | None = None) -> str | None:
     leaf = key.rsplit(".", 1)[-1]
     got = [k for k in keys if k.rsplit(".", 1)[-1] == leaf][:1]  # the right name in the wrong group
     got = got or difflib.get_close_matches(key, keys, n=1, cutoff=0.75)
+    # the group's shared prefix alone makes no match: the names themselves must be close too (foo is not au_floor)
+    got = [k for k in got if difflib.SequenceMatcher(None, leaf, k.rsplit(".", 1)[-1]).ratio() >= 0.6]
     return got[0] if got else None
 
 

@@ -87,7 +87,21 @@ def check_loop(problems: list[str], w: dict[str, Any]) -> dict[str, Any]:
         "pin_memory": bool(w.get("pin_memory", False)),
         "start_method": choice(problems, "workload.start_method", w.get("start_method", "fork"), START_METHODS),
         "device": choice(problems, "workload.device", w.get("device", "auto"), DEVICES),
+        "au_floor": au_floor(problems, w.get("au_floor", 0.9)),
     }
+
+
+def au_floor(problems: list[str], value: Any) -> float:
+    """``workload.au_floor``: a fraction in (0, 1] (accelerator utilisation, compute time over wall time)."""
+    try:
+        floor = float(value)
+    except (TypeError, ValueError):
+        floor = math.nan
+    if isinstance(value, bool) or not 0 < floor <= 1:
+        problems.append(f"workload.au_floor={value!r} must be a fraction in (0, 1], e.g. 0.9 (MLPerf Storage's "
+                        "floor) or 0.7 (CosmoFlow's)")
+        return 0.9
+    return floor
 
 
 def check_cache(problems: list[str], w: dict[str, Any]) -> dict[str, Any]:
