@@ -28,6 +28,7 @@ COMMANDS = {
     "query": ("analysis.sql", "read-only SQL over the store (writes are refused)"),
     "export": ("analysis.export", "the points (or epochs) as CSV or Parquet"),
     "import-darshan": ("analysis.import_darshan", "store Darshan logs of real applications beside the points"),
+    "predict": ("analysis.predict", "bandwidth (and accelerators fed) beyond the measured scale, with its interval"),
     "diagnose": ("analysis.diagnose.cli", "coded I/O findings with thresholds and fixes, per configuration and run"),
 }
 #: the commands that write the store (open_store_for_writing: they create it, or upgrade an older one); every other
