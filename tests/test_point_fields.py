@@ -58,6 +58,7 @@ NOT_IN_POINT = {
     "remeasure_earlier": "which stored points run again (those of an earlier method)",
     "order": "the order points run in",
     "objective": "what a point returns to a sweeper (every objective is a stored total)",
+    "workload.compute_time_by_accelerator": "a preset's table: accelerator picks one figure into compute_time",
 }
 #: the store's columns filled from the stored form's derived keys, or worked out by the store (None)
 DERIVED_COLUMNS = {"ranks": "ranks", "num_files": "num_files", "dataset_key": "dataset_key", "label": None}

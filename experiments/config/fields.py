@@ -89,7 +89,7 @@ _W = "workload."
 #: points keep their bytes), then the knobs that are not fields of a point (how a sweep runs, not what it measures).
 FIELDS: tuple[Field, ...] = (
     _f("format.name", "format", "format.name", "str", REQUIRED, None, MISSING,
-       "`hdf5`, `tfrecord`, `npz`, `npy`, `bin`, `jpeg`, `png` (a config group: each has its own options, below)",
+       "`hdf5`, `tfrecord`, `npz`, `npy`, `bin`, `jpeg`, `png`, `parquet` (a config group: each has its own options, below)",
        column="format", dataset="format", shown="`hdf5`"),
     _f("format.options", "format_options", "format.*", "dict[str, Any]", {}, None, MISSING,
        "the format's options as composed, in its conf's order (experiments/formats/<name>.py)",
@@ -243,7 +243,21 @@ FIELDS: tuple[Field, ...] = (
        "accelerators fed (MLPerf Storage's rule: 0.90, 0.70 for CosmoFlow and DLRM); the verdict `fed` or `starved` "
        "of the end-of-sweep line, `summary`, `status`, the guidelines and the report. In no key",
        keyless=0.9),
+    _f("workload.scale", "scale", _W + "scale", "float", 1.0, "float", 1.0,
+       "the fraction (0, 1] of the preset's samples a point reads: the sample count shrinks (never the sample size), "
+       "to a whole number, at least one sample per rank (`access=fpp`: a multiple of the rank count, so each rank "
+       "keeps a file). MLPerf Storage's presets are sized for many nodes; a small machine runs them at "
+       "`workload.scale=0.01`. In no key (`samples` carries the count)", keyless=1.0),
+    _f("accelerator", "accelerator", "accelerator", "str", "", "str", "",
+       "the accelerator whose compute time per batch the workload preset's table "
+       "(`workload.compute_time_by_accelerator`) gives `workload.compute_time`: `a100`, `h100`, `b200` for MLPerf "
+       "Storage's presets (`workload=mlperf/<name>`, see [configuration.md](configuration.md#mlperf-storages-"
+       "workloads)); \"\" = none (`workload.compute_time` as given). Recorded with the point, in no key "
+       "(`compute_time` carries the figure)", keyless="", shown='""'),
     # not fields of a point: how a sweep runs
+    _f(None, None, _W + "compute_time_by_accelerator", "", None, "dict[str, float]", {},
+       "a preset's compute time per batch, seconds, by accelerator (`workload=mlperf/<name>`: MLPerf Storage's); "
+       "the top-level `accelerator` knob picks one into `workload.compute_time`"),
     _f(None, None, "db_url_file", "", None, "str", "",
        "a file (`chmod 600`) holding the store's URL with its password; replaces `db`", shown="(unset)"),
     _f(None, None, "remeasure_earlier", "", None, "bool", False,
@@ -256,9 +270,10 @@ FIELDS: tuple[Field, ...] = (
     _f(None, None, "retry_failed", "", None, "bool", True, "rerun points stored as failed"),
     _f(None, None, "order", "", None, "str", "given",
        "`given`, or `random`: run the points in a seeded random order, so drift cannot pose as an effect"),
-    _f(None, None, "objective", "", None, "str", "bandwidth_mib_s",
-       "what each point returns to a Hydra sweeper, maximised: `bandwidth_mib_s`, `samples_per_s`, `au`, `iops` "
-       "(not part of the point key)"),
+    _f(None, None, "objective", "", None, "str", "auto",
+       "what each point returns to a Hydra sweeper and \"best\" ranks by, maximised: `auto` (`au` where "
+       "`workload.compute_time` > 0, ties broken by bandwidth; else `bandwidth_mib_s`), `bandwidth_mib_s`, "
+       "`samples_per_s`, `au`, `iops` (not part of the point key)"),
 )
 #: the fields of a point (rows with a spec field), in the stored form's order
 POINT_FIELDS: tuple[Field, ...] = tuple(f for f in FIELDS if f.spec is not None)

@@ -266,6 +266,8 @@ class WorkloadSpec:
     device: str = "auto"
     # the accelerator utilisation (0-1) at or above which a point's accelerators count as fed (in no key)
     au_floor: float = 0.9
+    # the fraction of the preset's samples the point reads (samples is already the scaled count; in no key)
+    scale: float = 1.0
 
 
 #: cluster keys added after points were first stored: at these values they are left out of the stored cluster
@@ -378,6 +380,8 @@ class PointSpec:
     kind: str = "train"
     # the kind's own options (kind=checkpoint: checkpoint.*, sizes in bytes); {} for train
     checkpoint: dict[str, Any] = field(default_factory=dict)
+    # the accelerator whose compute time per batch the workload's table gave (informational: compute_time carries it)
+    accelerator: str = ""
 
     # ----------------------------------------------------------------------------------------- derived
     @property

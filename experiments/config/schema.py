@@ -36,7 +36,7 @@ COMPUTE_MODES = ("sleep", "cpu")
 #: most threads a rank may burn with at compute=cpu
 MAX_COMPUTE_THREADS = 1024
 #: what a point returns to a Hydra sweeper (a stored total; every one is higher-is-better)
-OBJECTIVES = ("bandwidth_mib_s", "samples_per_s", "au", "iops")
+OBJECTIVES = ("auto", "bandwidth_mib_s", "samples_per_s", "au", "iops")
 #: Largest sample the kernel will hold in one buffer (bytes).
 MAX_SAMPLE_SIZE = 2 * 1024**3
 #: Longest time limit a point may ask for (minutes): a year
@@ -128,6 +128,14 @@ class WorkloadConf:
     # fed (MLPerf Storage's rule: 0.90, 0.70 for CosmoFlow and DLRM); the verdict fed or starved of the end-of-sweep
     # line, summary, status, the guidelines and the report. In no key
     au_floor: float = 0.9
+    # the fraction (0, 1] of the preset's samples a point reads: the sample count shrinks (never the sample size), to a
+    # whole number, at least one sample per rank (access=fpp: a multiple of the rank count, so each rank keeps a file).
+    # MLPerf Storage's presets are sized for many nodes; a small machine runs them at workload.scale=0.01. In no key
+    # (samples carries the count)
+    scale: float = 1.0
+    # a preset's compute time per batch, seconds, by accelerator (workload=mlperf/<name>: MLPerf Storage's); the
+    # top-level accelerator knob picks one into workload.compute_time
+    compute_time_by_accelerator: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -285,12 +293,18 @@ class DdlioConf:
     retry_failed: bool = True
     # given, or random: run the points in a seeded random order, so drift cannot pose as an effect
     order: str = "given"
-    # what each point returns to a Hydra sweeper, maximised: bandwidth_mib_s, samples_per_s, au, iops (not part of the
+    # what each point returns to a Hydra sweeper and "best" ranks by, maximised: auto (au where workload.compute_time >
+    # 0, ties broken by bandwidth; else bandwidth_mib_s), bandwidth_mib_s, samples_per_s, au, iops (not part of the
     # point key)
-    objective: str = "bandwidth_mib_s"
+    objective: str = "auto"
     # what a point measures: train, a training loop reading its dataset every epoch (the workload kinds, plug-ins
     # included, are experiments.registry.KINDS). In the point key only away from train
     kind: str = "train"
+    # the accelerator whose compute time per batch the workload preset's table (workload.compute_time_by_accelerator)
+    # gives workload.compute_time: a100, h100, b200 for MLPerf Storage's presets (workload=mlperf/<name>, see
+    # configuration.md); "" = none (workload.compute_time as given). Recorded with the point, in no key (compute_time
+    # carries the figure)
+    accelerator: str = ""
 
 
 def _knob_help() -> str:

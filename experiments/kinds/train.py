@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+from pathlib import Path
 from typing import Any, ClassVar
 
 from ddlio import env as envinfo
 from ddlio import phase
 from ddlio.errors import LaunchError
+from ddlio.mlperf import is_mlperf, results_apart
 from ddlio.records import ResultRecord
 from experiments.config import PointSpec
 from experiments.dataset import DatasetPlan, exclusive, invalidate_dataset, write_json_atomic
@@ -71,6 +73,8 @@ class TrainKind(WorkloadKind):
                 lambda plan_path, ranks: (phase.write(paths.root, "generating"), kernel.generate(plan_path))[1],
                 spec.ranks,
             )
+            if is_mlperf(spec.workload.name):  # MLPerf's rule: records, logs and store not on the storage under test
+                env["results_apart"] = results_apart(paths.root, Path(plan.directory).parent, spec.db)
             lock = executor_for(spec.cluster.executor).measurement_lock(spec)
             with exclusive(lock) if lock else contextlib.nullcontext():
                 kernel.go()

@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ddlio.mlperf import is_mlperf
 from ddlio.phase import LiveLine, time_split
 from ddlio.records import FailureRecord, Outcome, Record, ResultRecord, read_record
 from ddlio.runpaths import RunPaths
 from experiments.config import PointSpec
+from experiments.config.mlperf import describe as describe_mlperf
 from experiments.executors import EXECUTORS, Executor, Harvest, Pending, Submitted, executor_for
 from experiments.registry import KINDS
 from experiments.run.claims import claim_alive
@@ -541,5 +543,8 @@ def dry_run(points: Sequence[PointSpec], echo: Callable[[str], None] = print, st
                 continue
             kernel = RunPaths.of(spec.data_root, spec.point_key, store_id).kernel_spec
             echo(f"      kernel: {step} python -m experiments.kernel {kernel}")
+            if is_mlperf(spec.workload.name) or spec.accelerator:  # MLPerf's numbers, as the preset gave them
+                for line in describe_mlperf(spec):
+                    echo(f"      {line}")
     hours = sum(spec.nodes * float(spec.cluster.timeout_min) for spec in points) / 60
     echo(f"\nasked for: {hours:.4g} node-hour(s) at most (nodes x time limit, summed over {len(points)} point(s))")

@@ -21,6 +21,7 @@ from ddlio.errors import ConfigError
 from ddlio.secrets import mask
 from ddlio.shell import control_problems
 from experiments.config.point import CLUSTERS, FormatSpec, LayoutSpec, PointSpec, WorkloadSpec
+from experiments.config.validate.accelerator import check_accelerator, check_scale, scaled_samples
 from experiments.config.validate.cluster import (
     check_env,
     check_executor,
@@ -68,12 +69,14 @@ def point_fields(cfg: dict[str, Any], cwd: str | os.PathLike | None = None,
     check_keys(problems, cfg)
     fmt, shape = check_format(problems, cfg)
     access = check_access(problems, cfg)
-    w = cfg["workload"]
+    accelerator, w = check_accelerator(problems, cfg, overrides)  # w: compute_time the accelerator's figure
     sizes = check_sizes(problems, w, shape, overrides)
+    scale = check_scale(problems, w)
     loop = check_loop(problems, w)
-    workload = {**sizes, **loop, **check_compute(problems, w), **check_cache(problems, w)}
+    workload = {**sizes, **loop, **check_compute(problems, w), **check_cache(problems, w), "scale": scale}
     executor, resources = _check_cluster(problems, cfg)
     ranks = resources["nodes"] * resources["ppn"]
+    workload["samples"] = sizes["samples"] = scaled_samples(sizes["samples"], scale, ranks, access)
     check_shares(problems, sizes, loop["batch_size"], access, ranks, bool(w.get("drop_last")))
     check_fits(problems, workload, ranks, cfg["cluster"].get("timeout_min"))
     run = check_run(problems, cfg)
@@ -90,7 +93,7 @@ def point_fields(cfg: dict[str, Any], cwd: str | os.PathLike | None = None,
     top = {**resources, **run, "cluster": cluster, "data_root": str(data_root),
            "db": mask(db),  # the password stays in the driver (sweep.py opens the store with driver_db)
            "force": bool(cfg.get("force", False)), "overrides": tuple(mask(o) for o in overrides),
-           "checkpoint": options}
+           "checkpoint": options, "accelerator": accelerator}
     return {"format": fmt, "layout": {"access": access, **striping, **fs}, "workload": workload, "": top}
 
 
