@@ -173,3 +173,23 @@ def test_no_traceback_on_an_empty_store_or_one_scale(tmp_path, capsys):
     build_store(tmp_path, truth_rows(Fit("linear", 50.0, np.inf, 0.0, 0, 0), [2]), name="one.db")
     code, out, err = run(capsys, "--at", "ppn=4", "--db", str(tmp_path / "one.db"))
     assert code == 1 and "refused: measured at 1 scale (ppn 2)" in out and "Traceback" not in err
+
+
+def test_a_real_sweeps_store(tmp_path, sweep, analysis):
+    """``sweep.py -m ppn=1,2,4 repeat=0,1`` then ``predict --at ppn=8``: an answer (or a refusal that says why)
+    for the one configuration, from the points as the sweep stored them (those too short to trust left out)."""
+    done = sweep("-m", "ppn=1,2,4", "repeat=0,1", "workload=tiny", "workload.samples=4096")
+    assert done.returncode == 0, done.stderr[-2000:]
+    db = str(tmp_path / "r.db")
+    got = analysis("predict", "--at", "ppn=8", "--db", db, "--format", "json")
+    assert got.returncode in (0, 1) and "Traceback" not in got.stderr and not got.stderr, got.stderr
+    doc = json.loads(got.stdout)
+    assert doc["at"] == {"ppn": 8}
+    for p in doc["predictions"]:
+        assert p["ppn"] == 8 and p["ranks"] == 8 and "1N-8P" in p["configuration"]
+        assert {m["ppn"] for m in p["measured"]} <= {1, 2, 4}
+        assert p["refused"] or p["lo_mib_s"] <= p["bandwidth_mib_s"] <= p["hi_mib_s"]
+    assert doc["predictions"] or doc["notes"]  # nothing measured to trust is said, not silently empty
+    table = analysis("predict", "--at", "ppn=8", "--db", db)
+    assert table.returncode == got.returncode and "Traceback" not in table.stderr
+    assert "1N-8P" in table.stdout or "nothing to predict from" in table.stderr
