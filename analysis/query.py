@@ -187,7 +187,7 @@ def analysis_frame(store: StoreReader, where: str | Filter | None = None, analys
     df["striping_applicable"] = df["striping_applicable"].astype("boolean")
     for c in METRIC_COLUMNS:
         df[c] = df[c].astype("float64")
-    df = _with_codes(df, coder, _memory(store) if len(df) else {})
+    df = _with_codes(df, coder, _memory(store) if len(df) else {}, _apart(store) if len(df) else {})
     df = df[[c for c in ANALYSIS_COLUMNS if c not in DERIVED_COLUMNS] + list(DERIVED_COLUMNS)]  # as stored, then
     df = checked.apply(df) if checked else df
     if len(df) >= SLICE_ROWS:
@@ -200,6 +200,14 @@ def _memory(store: StoreReader) -> dict[str, float]:
     with store.session() as s:
         rows = s.execute(select(Environment.id, Environment.raw)).all()
     return {i: float(raw["memory_bytes"]) for i, raw in rows if isinstance(raw, dict) and raw.get("memory_bytes")}
+
+
+def _apart(store: StoreReader) -> dict[str, dict]:
+    """Each environment's probe of MLPerf's results-apart rule (its ``raw.results_apart``, :mod:`ddlio.mlperf`;
+    environments without it left out: only points of MLPerf's presets probe)."""
+    with store.session() as s:
+        rows = s.execute(select(Environment.id, Environment.raw)).all()
+    return {i: raw["results_apart"] for i, raw in rows if isinstance(raw, dict) and raw.get("results_apart")}
 
 
 #: :data:`CONFIG_COLUMNS` the store sets from the point's outcome, not its config alone: read for each point
@@ -219,14 +227,15 @@ def with_identity(df: pd.DataFrame, memory_bytes: dict[str, float] | None = None
     return _with_codes(df.assign(_code=codes), coder, memory_bytes)
 
 
-def _with_codes(df: pd.DataFrame, coder: Configs, memory_bytes: dict[str, float] | None) -> pd.DataFrame:
+def _with_codes(df: pd.DataFrame, coder: Configs, memory_bytes: dict[str, float] | None,
+                apart: dict[str, dict] | None = None) -> pd.DataFrame:
     """:func:`with_identity` of ``df`` whose configs ``coder`` coded (column ``_code``, dropped here)."""
     codes = df.pop("_code").to_numpy(dtype=np.int64)
     keys, names = coder.identities()
     texts = np.array(coder.texts, dtype=object)
     df = df.assign(config=shared_texts(texts[codes], df.index), config_key=shared_texts(keys[codes], df.index),
                    label=shared_texts(names[codes], df.index))
-    v = verdicts(df, memory_bytes)
+    v = verdicts(df, memory_bytes, apart)
     return df.assign(validity=shared_texts(v["validity"].to_numpy(), df.index),
                      invalid_reasons=shared_texts(v["invalid_reasons"].to_numpy(), df.index))
 

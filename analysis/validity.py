@@ -14,7 +14,13 @@ A point is invalid when any of these holds (each reason names its numbers):
   rate over a few milliseconds is mostly timer and scheduling noise (the same configuration read 394, 113 and
   324 MiB/s over ~4 ms), never a basis for a recommendation;
 - ``striping requested but not applied``: a stripe layout other than the default (count 1, 1 MiB) was asked for
-  on a file system that does not stripe.
+  on a file system that does not stripe;
+- MLPerf Storage's two rules, for points of its presets only (``workload=mlperf/<name>``, :mod:`ddlio.mlperf`):
+  ``not an MLPerf-sized run`` (the dataset under 5 × the nodes' memory, or an epoch under 500 steps: a run scaled
+  down with ``workload.scale`` is measured, and said to be no MLPerf run), and ``results on the storage under
+  test`` (the job's hard-link probe found the run folder or the SQLite store on the datasets' file system). A
+  workload of one's own is judged by the rules above alone: its cache is verified cold by the kernel, not inferred
+  from the dataset's size.
 
 :func:`verdicts` is a pure function of :func:`analysis.query.analysis_frame`'s columns (tested with frames);
 guidelines use the valid points only and say how many they left out, and why (:func:`left_out_note`).
@@ -27,6 +33,7 @@ import pandas as pd
 
 from analysis.configs import row_codes
 from ddlio.evidence import DEFAULT_STRIPE, MIN_IO_S, stripe_unapplied, too_short
+from ddlio.mlperf import apart_shortfall, is_mlperf, size_shortfalls
 
 __all__ = ["DEFAULT_STRIPE", "MAX_CV", "MIN_IO_S", "MIN_STEPS", "is_valid", "left_out_note", "valid_only", "verdicts"]
 
@@ -70,12 +77,30 @@ def _reasons(r: pd.Series, cv: float, memory: float) -> list[str]:
     if applicable is not pd.NA and stripe_unapplied(*stripe, applicable):
         out.append(f"striping requested (count {stripe[0]}, size {_human(float(stripe[1] or 0))}) but not applied "
                    f"on {r.get('fs_type') or 'this file system'}")
+    if is_mlperf(r.get("workload")):
+        out += _mlperf_reasons(r, memory)
     return out
 
 
-def verdicts(points: pd.DataFrame, memory_bytes: dict[str, float] | None = None) -> pd.DataFrame:
+def _mlperf_reasons(r: pd.Series, memory: float) -> list[str]:
+    """MLPerf Storage's dataset-size and results-apart rules (:mod:`ddlio.mlperf`) for a point of its presets."""
+    out = []
+    short = size_shortfalls(int(r.get("samples") or 0), int(r.get("sample_size") or 0), int(r.get("batch_size") or 1),
+                            int(r.get("ranks") or 1), int(r.get("nodes") or 1), memory)
+    if short:
+        out.append("not an MLPerf-sized run: " + "; ".join(short))
+    same = r.get("_apart") or ""
+    if same:
+        out.append(f"results on the storage under test: the {same} on the datasets' file system (a hard link into "
+                   "it was made; MLPerf Storage keeps records, logs and results on another)")
+    return out
+
+
+def verdicts(points: pd.DataFrame, memory_bytes: dict[str, float] | None = None,
+             apart: dict[str, dict] | None = None) -> pd.DataFrame:
     """Per point of ``points`` (same index): ``validity`` (valid | invalid) and ``invalid_reasons`` ("; "-joined,
-    "" when valid). ``memory_bytes`` maps an environment id to its node's memory in bytes (unknown: not cited)."""
+    "" when valid). ``memory_bytes`` maps an environment id to its node's memory in bytes (unknown: not cited);
+    ``apart`` an environment id to its probe of MLPerf's results-apart rule (:func:`ddlio.mlperf.results_apart`)."""
     if points.empty:
         return pd.DataFrame({"validity": pd.Series(dtype=object), "invalid_reasons": pd.Series(dtype=object)})
     memory_bytes = memory_bytes or {}
@@ -91,9 +116,11 @@ def verdicts(points: pd.DataFrame, memory_bytes: dict[str, float] | None = None)
     if "env_id" in facts.columns:
         env, envs = pd.factorize(facts["env_id"], use_na_sentinel=False)  # a lookup per environment, not per point
         facts["_mem"] = np.array([float(memory_bytes.get(e, float("nan"))) for e in envs], dtype=float)[env]
+        facts["_apart"] = np.array([apart_shortfall((apart or {}).get(e)) for e in envs], dtype=object)[env]
         facts = facts.drop(columns="env_id")
     else:
         facts["_mem"] = float(memory_bytes.get(None, float("nan")))
+        facts["_apart"] = apart_shortfall((apart or {}).get(None))
     if "io_time_slowest_s" in facts.columns:  # only whether it is short matters, and by how much (0.1 ms steps)
         io = pd.to_numeric(facts["io_time_slowest_s"], errors="coerce").astype(float)
         facts["io_time_slowest_s"] = io.where(io < MIN_IO_S).round(4)
@@ -108,7 +135,8 @@ def verdicts(points: pd.DataFrame, memory_bytes: dict[str, float] | None = None)
 
 #: the columns :func:`_reasons` reads (besides the CV and the node memory)
 _INPUTS = ["cache_policy", "cache", "samples", "sample_size", "first_read", "ranks", "batch_size", "epochs",
-           "stripe_count", "stripe_size", "striping_applicable", "fs_type", "env_id", "io_time_slowest_s"]
+           "stripe_count", "stripe_size", "striping_applicable", "fs_type", "env_id", "io_time_slowest_s",
+           "workload", "nodes"]
 
 
 def _factorize(facts: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
