@@ -15,12 +15,13 @@ from helpers import point
 #: every format, with its layouts and options that change what a reader hands on
 FORMATS = [("hdf5",), ("hdf5", "format.layout=array"), ("tfrecord",), ("tfrecord", "format.layout=example"),
            ("npz",), ("npz", "format.layout=array", "format.load=whole"), ("npy", "format.layout=array"),
-           ("bin",), ("jpeg", "format.decode=true"), ("png",)]
+           ("bin",), ("jpeg", "format.decode=true"), ("png",), ("parquet", "format.row_group_size=3")]
 TINY = ("workload.sample_shape=[8,8,3]", "workload.samples=8", "workload.samples_per_file=4", "workload.epochs=1",
         "workload.batch_size=2")
 #: what validation refuses, with the words of its one line: tf.data hands encoded images on undecoded
 REFUSED = {("tf", "jpeg"): "reader=tf hands format=jpeg's samples on as encoded images",
-           ("tf", "png"): "reader=tf hands format=png's samples on as encoded images"}
+           ("tf", "png"): "reader=tf hands format=png's samples on as encoded images",
+           ("torch", "parquet"): "reader=torch cannot read format=parquet"}
 
 
 def _reader(name: str) -> object:

@@ -61,6 +61,21 @@ def run_traced(tmp_path: Path, fmt: str) -> tuple[DatasetPlan, dict, Path]:
     return plan, json.loads((tmp_path / "res.json").read_text()), traces
 
 
+def data_calls_by_epoch(plan: DatasetPlan, res: dict, traces: Path) -> list[tuple[int, int, list]]:
+    """(rank, epoch, its read calls on the dataset's files, as ``read_calls`` gives them) of every rank's epochs:
+    the calls between the two reads of its process's I/O counters that bound the epoch."""
+    data_dir = str(Path(plan.directory).resolve())
+    out = []
+    for info in res["rank_info"]:
+        calls = read_calls(traces / f"tr.{info['pid']}")
+        bounds = [i for i, (call, path, _) in enumerate(calls)
+                  if call == "pread64" and path == f"/proc/{info['pid']}/io"]
+        for e in range(len(res["epochs"])):
+            inside = calls[bounds[2 * e] + 1 : bounds[2 * e + 1]]
+            out.append((info["rank"], e, [c for c in inside if c[1].startswith(data_dir + "/")]))
+    return out
+
+
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_the_stored_file_system_layer_is_what_strace_saw(tmp_path, fmt):
     plan, res, traces = run_traced(tmp_path, fmt)
@@ -113,8 +128,8 @@ def test_the_stored_file_system_layer_is_what_strace_saw(tmp_path, fmt):
             name = Path(path).name
             if path in first:
                 reason = "priming: the read path run once on file 0 before the first epoch (then evicted)"
-            elif name in ("manifest.json", "records.npy"):
-                reason = "the dataset's manifest / record sizes (plan and read history)"
+            elif name in ("manifest.json", "records.npy", "loads.npy"):
+                reason = "the dataset's manifest / record sizes / whole-load plan (plan and read history)"
             elif info["rank"] == 0 and (res.get("settle") or {}).get("settled"):
                 reason = "settling read of a freshly generated dataset (rank 0, untimed)"
             else:

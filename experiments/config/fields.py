@@ -89,7 +89,8 @@ _W = "workload."
 #: points keep their bytes), then the knobs that are not fields of a point (how a sweep runs, not what it measures).
 FIELDS: tuple[Field, ...] = (
     _f("format.name", "format", "format.name", "str", REQUIRED, None, MISSING,
-       "`hdf5`, `tfrecord`, `npz`, `npy`, `bin`, `jpeg`, `png`, `parquet` (a config group: each has its own options, below)",
+       "`hdf5`, `tfrecord`, `npz`, `npy`, `bin`, `jpeg`, `png`, `parquet` (a config group: each has its own "
+       "options, below)",
        column="format", dataset="format", shown="`hdf5`"),
     _f("format.options", "format_options", "format.*", "dict[str, Any]", {}, None, MISSING,
        "the format's options as composed, in its conf's order (experiments/formats/<name>.py)",

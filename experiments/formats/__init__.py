@@ -23,6 +23,7 @@ _PATHS = {
     "bin": "experiments.formats.bin:Bin",
     "jpeg": "experiments.formats.jpeg:JPEG",
     "png": "experiments.formats.png:PNG",
+    "parquet": "experiments.formats.parquet:Parquet",
 }
 FORMATS: LazyRegistry = LazyRegistry(_PATHS)
 #: format name -> its Hydra conf (``FORMATS[name].conf``), imported as FORMATS imports

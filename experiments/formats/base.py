@@ -265,7 +265,7 @@ class FormatConf:
     """The Hydra schema of a format's config group (``conf/format/<name>.yaml``); each format module subclasses it
     with its own options, and :attr:`Format.conf` names it."""
 
-    # file format, one of experiments.formats.FORMATS (hdf5, tfrecord, npz, npy, bin, jpeg, png)
+    # file format, one of experiments.formats.FORMATS (hdf5, tfrecord, npz, npy, bin, jpeg, png, parquet)
     name: str = MISSING
 
 
@@ -295,6 +295,8 @@ class Format:
     layouts: ClassVar[tuple[str, ...]] = ()
     #: the layouts that store N-d arrays of ``workload.sample_shape`` samples (and so need it)
     shaped_layouts: ClassVar[frozenset[str]] = frozenset()
+    #: readers that cannot read the format -> why, in words (validation refuses the pair in one line)
+    refused_readers: ClassVar[dict[str, str]] = {}
 
     def __init__(self, **options: Any) -> None:
         problems = self.problems(options)
