@@ -118,6 +118,12 @@ def test_the_point_key_holds_the_compute_time_not_the_accelerators_name(tmp_path
         validate(_composed(tmp_path, *given), tmp_path, given).point_key
 
 
+def test_the_accelerators_name_is_matched_whatever_its_case(tmp_path):
+    over = ("workload=mlperf/unet3d", "accelerator=H100", "workload.scale=0.05")
+    spec = validate(_composed(tmp_path, *over), tmp_path, over)
+    assert (spec.accelerator, spec.workload.compute_time) == ("h100", 0.323)
+
+
 def test_a_point_without_accelerator_or_scale_keeps_its_key_and_stored_form(tmp_path):
     spec = validate(_composed(tmp_path, "workload=tiny"), tmp_path)
     stored = spec.to_dict()

@@ -51,6 +51,7 @@ def check_accelerator(problems: list[str], cfg: dict[str, Any],
             "(workload.compute_time_by_accelerator is empty); use an MLPerf Storage preset (workload=mlperf/unet3d, "
             "resnet50, cosmoflow, retinanet, flux, dlrm) or give workload.compute_time in seconds per batch instead")
         return name, w
+    name = next((k for k in table if k.lower() == name.lower()), name)  # H100 is h100
     if name not in table:
         problems.append(f"accelerator={name}: workload {preset!r} has no compute time for it; choose one of "
                         f"{_choices(table)}")
