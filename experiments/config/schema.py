@@ -236,7 +236,7 @@ class SlurmClusterConf(ClusterConf):
 
 @dataclass
 class DdlioConf:
-    # hdf5, tfrecord, npz, npy, bin, jpeg, png (a config group: each has its own options, below)
+    # hdf5, tfrecord, npz, npy, bin, jpeg, png, parquet (a config group: each has its own options, below)
     format: FormatConf = MISSING
     # shared: all ranks read the same file(s); fpp: file per process, each rank reads only its own files
     access: AccessConf = MISSING
