@@ -200,10 +200,10 @@ def _undecided(ans: Answer, v: Verdict, known: dict[int, list[float | None]]) ->
     ans.undecided = v
     ans.evaluations = sum(len(x) for x in known.values())
     fed = [c for c, x in ans.verdicts.items() if x.word == "fed" and len(x.values) >= ans.repeats]
-    also = f"; fed up to {max(fed)} decided" if fed else ""
+    also = f"; {max(fed)} is decided fed" if fed else ""
     if v.word == "failed":
         ans.reason = f"{v.text()}{also}"
     else:
-        ans.reason = (f"{v.text()} straddles {ans.floor:.2f}{also}: more repetitions decide "
-                      f"(hydra.sweeper.repeats={ans.repeats + 2})")
+        ans.reason = (f"{v.text()} straddles {ans.floor:.2f}: more repetitions decide "
+                      f"(hydra.sweeper.repeats={ans.repeats + 2}){also}")
     return ans

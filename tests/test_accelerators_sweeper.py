@@ -180,3 +180,14 @@ def test_end_to_end_and_a_rerun_measures_nothing(sweep) -> None:
     assert again.returncode == 0, again.stdout + again.stderr
     assert line in again.stdout.splitlines()  # the same answer, from the store
     assert f"accelerators sweeper: {n} points" in again.stdout and "; 0 measured now" in again.stdout
+
+
+def test_the_figure_docs_give_for_1_to_64() -> None:
+    # docs/configuration.md: "3 to 16 points for any boundary in 1-64 with 3 repetitions, against the grid's 192"
+    counts = []
+    for boundary in range(0, 65):
+        measure, _ = fake(step_at(boundary))
+        a = search(list(range(1, 65)), measure, 0.9, 3)
+        assert a.feeds == boundary
+        counts.append(a.evaluations)
+    assert (min(counts), max(counts), a.grid) == (3, 16, 192)

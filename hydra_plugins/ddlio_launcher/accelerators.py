@@ -21,7 +21,9 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
-from ddlio.errors import ConfigError
+from ddlio.errors import ConfigError, DdlioError
+from ddlio.secrets import driver_db
+from hydra_plugins.ddlio_launcher.launcher import DdlioSummary
 
 #: hydra.sweeper.axis: what the count grows: ranks of one node, nodes (of ``ppn`` ranks), or ranks of one node up
 #: to ``per_node`` and then nodes of ``per_node`` ranks
@@ -113,8 +115,6 @@ class AcceleratorsSweeper(Sweeper):
     def _quiet_best(self) -> None:
         """The search's lines are its answer: ddlio's end-of-run callback (``DdlioSummary``) keeps only the failed
         points (exit status 1), not a "best of N configurations" line that would rank the counts by AU."""
-        from hydra_plugins.ddlio_launcher.launcher import DdlioSummary
-
         assert self.hydra_context is not None
         for cb in self.hydra_context.callbacks.callbacks:
             if isinstance(cb, DdlioSummary):
@@ -159,7 +159,7 @@ class AcceleratorsSweeper(Sweeper):
         with no AU (no compute time, a checkpoint) or a range with no count in it."""
         plans, problems = [], []
         for overrides, cfg in zip(configurations, composed, strict=True):
-            name = " ".join(overrides) or "(defaults)"
+            name = shown(overrides)
             if str(cfg.get("kind", "train")) != "train":
                 problems.append(f"{name}: kind={cfg.kind} has no accelerator utilisation; "
                                 "hydra/sweeper=accelerators measures training points (kind=train)")
@@ -193,7 +193,7 @@ class AcceleratorsSweeper(Sweeper):
         assert self.launcher is not None
         for overrides, steps, floor in plans:
             counts = [a for a, _ in steps]
-            print(f"dry run: {' '.join(overrides) or '(defaults)'}: would search the most of {counts[0]}..{counts[-1]}"
+            print(f"dry run: {shown(overrides)}: would search the most of {counts[0]}..{counts[-1]}"
                   f" accelerators (axis={self.axis}) at AU ≥ {floor:.2f}: galloping from {counts[0]}, bisection, "
                   f"{self.repeats} repetitions of the two counts at the boundary; the grid it replaces has "
                   f"{grid_size(counts, self.repeats)} points")
@@ -203,8 +203,7 @@ class AcceleratorsSweeper(Sweeper):
     def _report(self, plans: Any, answers: list[Any], before: int | None, after: int | None) -> None:
         """One line per configuration, then the points asked for against the grid's."""
         for (overrides, _, _), answer in zip(plans, answers, strict=True):
-            print(f"{' '.join(o for o in overrides if not o.startswith(('data_root=', 'db='))) or '(defaults)'}: "
-                  f"{answer.line()}")
+            print(f"{shown(overrides)}: {answer.line()}")
         asked, grid = sum(a.evaluations for a in answers), sum(a.grid for a in answers)
         now = "" if before is None or after is None else f"; {after - before} measured now, the rest from the store"
         n = len(answers)
@@ -212,17 +211,20 @@ class AcceleratorsSweeper(Sweeper):
               f"the same counts with {self.repeats} repetitions has {grid}{now}")
 
 
+def shown(overrides: Sequence[str]) -> str:
+    """A configuration as its lines name it: its overrides without where things are kept (data_root, db)."""
+    return " ".join(o for o in overrides if not o.startswith(("data_root=", "db=", "db_url_file=", "dry_run=")))\
+        or "(defaults)"
+
+
 def measurements(cfg: DictConfig) -> int | None:
     """How many outcomes the store of ``cfg`` holds (rows of its measurements table; 0: no store yet), or None
     where it cannot be read: the difference over a search is what it measured."""
-    from ddlio.errors import DdlioError
-    from ddlio.secrets import driver_db
-
     try:
-        from sqlalchemy import func, select
+        from sqlalchemy import func, select  # lazy: the store's libraries only once a search has run
 
-        from ddlio.store.models import Measurement
-        from ddlio.store.reader import open_store_for_reading
+        from ddlio.store.models import Measurement  # lazy: as above
+        from ddlio.store.reader import open_store_for_reading  # lazy: as above
 
         db = driver_db({"db": cfg.db, "db_url_file": cfg.get("db_url_file", "")}, os.getcwd())
         if "://" not in db and not os.path.exists(db):
