@@ -302,7 +302,9 @@ def _shown(f: Field) -> str:
 
 
 #: the workload group (conf/workload/: a preset sets the workload's keys, each overridable)
-WORKLOAD_GROUP_DOC = "preset `default` (2048 × 128 KiB = 256 MiB) or `tiny` (64 × 16 KiB), and its keys:"
+WORKLOAD_GROUP_DOC = ("preset `default` (2048 × 128 KiB = 256 MiB), `tiny` (64 × 16 KiB) or MLPerf Storage's "
+                      "`mlperf/unet3d`, `resnet50`, `cosmoflow`, `retinanet`, `flux`, `dlrm` (see "
+                      "[MLPerf Storage's workloads](#mlperf-storages-workloads)), and its keys:")
 
 
 def knobs() -> tuple[Field, ...]:
