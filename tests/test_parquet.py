@@ -171,3 +171,12 @@ def test_a_real_point_runs(tmp_path, sweep):
     # shuffled rows reload their 8-row groups: more than the payload (64 x 16 KiB an epoch) is read, exactly as
     # planned; the file system also serves the footers
     assert read == planned > 64 * 16384 and posix > read
+
+
+def test_the_read_subset_is_in_the_point_key_not_the_datasets(tmp_path):
+    from experiments.dataset import DatasetPlan
+
+    cols = "format.columns=[int64,binary]"
+    all_cols, one = point(tmp_path, "format=parquet", cols), point(tmp_path, "format=parquet", cols, "format.read=[1]")
+    assert DatasetPlan.from_point(all_cols).key == DatasetPlan.from_point(one).key
+    assert all_cols.point_key != one.point_key
