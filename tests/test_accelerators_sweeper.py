@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import random
 import re
+import sqlite3
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -145,6 +147,7 @@ def test_settings_problems_name_the_valid_values() -> None:
     (["workload=tiny", "workload.compute_time=0.01", "ppn=1,2"], "ppn= is set by hydra/sweeper=accelerators"),
     (["workload=tiny", "workload.compute_time=0.01", "hydra.sweeper.axis=nodes", "hydra.sweeper.max=2"],
      "needs several nodes, which only cluster=slurm runs"),
+    (["workload=tiny", "workload.compute_time=0.01", "wait=false"], "so it waits for every point"),
 ])
 def test_refusals_are_one_line_before_anything_runs(sweep, tmp_path, args: list[str], message: str) -> None:
     r = sweep("-m", "hydra/sweeper=accelerators", *args, timeout=120)
@@ -162,7 +165,7 @@ def test_dry_run_says_what_it_would_do(sweep, tmp_path) -> None:
     assert not (tmp_path / "r.db").exists()
 
 
-def test_end_to_end_and_a_rerun_measures_nothing(sweep) -> None:
+def test_end_to_end_and_a_rerun_measures_nothing(sweep, tmp_path: Path) -> None:
     # 64 samples of 16 KiB, batch 8, 2 epochs: 8 steps a rank of 20 ms compute; the local disk keeps a few ranks
     # fed at 50%, so the search gallops 1, 2, 4 and repeats the boundary: a handful of ~1 s points
     args = ("-m", "hydra/sweeper=accelerators", "hydra.sweeper.max=4", "hydra.sweeper.au=0.5",
@@ -173,13 +176,25 @@ def test_end_to_end_and_a_rerun_measures_nothing(sweep) -> None:
     assert re.search(r": (feeds (\d+ accelerators?|no accelerator) at AU ≥ 0\.50 \(\d: AU|cannot decide)", line), line
     [count] = [ln for ln in first.stdout.splitlines() if ln.startswith("accelerators sweeper: ")]
     n = int(re.match(r"accelerators sweeper: (\d+) points for 1 configuration", count).group(1))
-    assert 2 <= n < 8 and "a grid over the same counts with 2 repetitions has 8" in count
+    assert 2 <= n <= 8 and "a grid over the same counts with 2 repetitions has 8" in count
     assert f"; {n} measured now" in count
-    assert "best of" not in first.stdout  # the search's lines are the answer
+    # the search's lines are the answer: no "best of N configurations" ranking the counts
+    assert not any(ln.startswith(("best of", "no best")) for ln in first.stdout.splitlines())
+    assert stored(tmp_path / "r.db") == (n, n)  # read with sqlite3: n points, each measured once
     again = sweep(*args, timeout=300)
     assert again.returncode == 0, again.stdout + again.stderr
     assert line in again.stdout.splitlines()  # the same answer, from the store
     assert f"accelerators sweeper: {n} points" in again.stdout and "; 0 measured now" in again.stdout
+    assert stored(tmp_path / "r.db") == (n, n)
+
+
+def stored(db: Path) -> tuple[int, int]:
+    """(points, measurements) rows of the store, read with sqlite3 itself."""
+    con = sqlite3.connect(db)
+    try:
+        return tuple(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("points", "measurements"))
+    finally:
+        con.close()
 
 
 def test_the_figure_docs_give_for_1_to_64() -> None:
@@ -191,3 +206,37 @@ def test_the_figure_docs_give_for_1_to_64() -> None:
         assert a.feeds == boundary
         counts.append(a.evaluations)
     assert (min(counts), max(counts), a.grid) == (3, 16, 192)
+
+
+class FakeLauncher:
+    """Answers each point's AU from its overrides (``format=`` picks the curve, ``ppn=`` the count) and keeps the
+    batches it was given."""
+
+    def __init__(self, curves: dict[str, Callable[[int], float]]) -> None:
+        self.curves, self.batches = curves, []
+
+    def launch(self, batch: Sequence[Sequence[str]], initial_job_idx: int) -> list:
+        from types import SimpleNamespace
+
+        self.batches.append([list(o) for o in batch])
+        out = []
+        for o in batch:
+            kv = dict(x.split("=", 1) for x in o)
+            assert kv["objective"] == "au"
+            out.append(SimpleNamespace(return_value=self.curves[kv["format"]](int(kv["ppn"]))))
+        return out
+
+
+def test_a_grid_of_configurations_is_searched_in_lockstep() -> None:
+    from hydra_plugins.ddlio_launcher.accelerators import AcceleratorsSweeper
+
+    sweeper = AcceleratorsSweeper(max=16, repeats=3)
+    sweeper.launcher = FakeLauncher({"hdf5": step_at(6), "npz": step_at(11)})  # type: ignore[assignment]
+    plans = [([f"format={f}"], steps_of("ppn", 16, 1, 1, 0), 0.9) for f in ("hdf5", "npz")]
+    sweeper._search_all(plans)
+    assert [a.feeds for a in sweeper.answers] == [6, 11]
+    batches = sweeper.launcher.batches  # type: ignore[attr-defined]
+    # the first rounds carry a point of each configuration: one batch, not one per configuration
+    assert {o[0] for o in batches[0]} == {"format=hdf5", "format=npz"}
+    assert sum(len(b) for b in batches) == sum(a.evaluations for a in sweeper.answers)
+    assert len(batches) < sum(a.evaluations for a in sweeper.answers)

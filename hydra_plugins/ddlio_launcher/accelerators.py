@@ -12,10 +12,10 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.utils import JobReturn
 from hydra.plugins.launcher import Launcher
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
@@ -23,7 +23,6 @@ from omegaconf import DictConfig
 
 from ddlio.errors import ConfigError, DdlioError
 from ddlio.secrets import driver_db
-from hydra_plugins.ddlio_launcher.launcher import DdlioSummary
 
 #: hydra.sweeper.axis: what the count grows: ranks of one node, nodes (of ``ppn`` ranks), or ranks of one node up
 #: to ``per_node`` and then nodes of ``per_node`` ranks
@@ -74,6 +73,8 @@ class AcceleratorsSweeper(Sweeper):
         self.hydra_context: HydraContext | None = None
         self.launcher: Launcher | None = None
         self.job_idx = 0
+        #: each configuration's :class:`ddlio.feeds.Answer`, once searched
+        self.answers: list[Any] = []
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         from hydra.core.plugins import Plugins
@@ -93,23 +94,39 @@ class AcceleratorsSweeper(Sweeper):
         if bool(composed[0].get("dry_run")):
             return self._dry_run(plans)
         before = measurements(composed[0])
-        returns: list[Sequence[JobReturn]] = []
-        answers = []
+        returns = self._search_all(plans)
+        self._report(plans, self.answers, before, measurements(composed[0]))
+        self._quiet_best()
+        return returns
+
+    def _search_all(self, plans: list[tuple[list[str], list[tuple[int, dict[str, int]]], float]]) -> list[Any]:
+        """Search every configuration at once: each round replays each unfinished search (:func:`search` is
+        deterministic in the values it has seen) up to the point it needs that is not measured yet, and the
+        launcher gets all those points as one batch (on Slurm, arrays of equal resources). Sets ``answers``."""
         from ddlio.feeds import search  # lazy: plugin discovery stays cheap
 
-        for overrides, steps, floor in plans:
-            def measure(i: int, reps: Sequence[int], overrides: list[str] = overrides,
-                        steps: list[tuple[int, dict[str, int]]] = steps) -> list[float | None]:
-                batch = [[*overrides, *(f"{k}={v}" for k, v in steps[i][1].items()), f"repeat={r}", "objective=au"]
-                         for r in reps]
-                results = self.launcher.launch(batch, initial_job_idx=self.job_idx)  # type: ignore[union-attr]
-                self.job_idx += len(batch)
-                returns.append(results)
-                return [r.return_value for r in results]
-
-            answers.append(search([a for a, _ in steps], measure, floor, self.repeats))
-        self._report(plans, answers, before, measurements(composed[0]))
-        self._quiet_best()
+        assert self.launcher is not None
+        seen: list[dict[tuple[int, int], float | None]] = [{} for _ in plans]
+        answers: list[Any] = [None] * len(plans)
+        returns: list[Any] = []
+        while any(a is None for a in answers):
+            wanted: list[tuple[int, int, int]] = []  # (configuration, step index, repetition)
+            for c, (_, steps, floor) in enumerate(plans):
+                if answers[c] is None:
+                    try:
+                        answers[c] = search([a for a, _ in steps], partial(_replay, seen[c]), floor, self.repeats)
+                    except _Unmeasured as u:
+                        wanted.extend((c, u.index, r) for r in u.repetitions)
+            if not wanted:
+                break
+            batch = [[*plans[c][0], *(f"{k}={v}" for k, v in plans[c][1][i][1].items()), f"repeat={r}",
+                      "objective=au"] for c, i, r in wanted]
+            results = self.launcher.launch(batch, initial_job_idx=self.job_idx)
+            self.job_idx += len(batch)
+            returns.append(results)
+            for (c, i, r), result in zip(wanted, results, strict=True):
+                seen[c][(i, r)] = result.return_value
+        self.answers = answers
         return returns
 
     def _quiet_best(self) -> None:
@@ -117,7 +134,9 @@ class AcceleratorsSweeper(Sweeper):
         points (exit status 1), not a "best of N configurations" line that would rank the counts by AU."""
         assert self.hydra_context is not None
         for cb in self.hydra_context.callbacks.callbacks:
-            if isinstance(cb, DdlioSummary):
+            # by name: Hydra's scan of hydra_plugins executes this package's modules once more, so the class
+            # the callback was made from need not be the one imported here
+            if type(cb).__name__ == "DdlioSummary" and isinstance(getattr(cb, "outcomes", None), list):
                 cb.outcomes = [(ov, o) for ov, o in cb.outcomes if o.status == "failed"]
 
     def _configurations(self, arguments: list[str]) -> list[list[str]]:
@@ -169,6 +188,10 @@ class AcceleratorsSweeper(Sweeper):
                                 "workload.compute_time=<seconds of accelerator compute a batch>, or calibrate it "
                                 "(python -m experiments.calibrate)")
                 continue
+            if not bool(cfg.get("wait", True)):
+                problems.append(f"{name}: wait=false: hydra/sweeper=accelerators picks each count from the AU "
+                                "measured before it, so it waits for every point (drop wait=false)")
+                continue
             nodes, ppn = int(cfg.nodes), int(cfg.ppn)
             steps = steps_of(self.axis, self.most, nodes, ppn, self.per_node)
             if not steps:
@@ -209,6 +232,24 @@ class AcceleratorsSweeper(Sweeper):
         n = len(answers)
         print(f"accelerators sweeper: {asked} points for {n} configuration{'s' if n > 1 else ''}, where a grid over "
               f"the same counts with {self.repeats} repetitions has {grid}{now}")
+
+
+class _Unmeasured(Exception):
+    """Raised by :func:`_replay` out of a search: it needs these repetitions of step ``index``, not measured yet."""
+
+    def __init__(self, index: int, repetitions: list[int]) -> None:
+        super().__init__(f"step {index}: repetitions {repetitions}")
+        self.index, self.repetitions = index, repetitions
+
+
+def _replay(seen: dict[tuple[int, int], float | None], index: int,
+            repetitions: Sequence[int]) -> list[float | None]:
+    """A search's ``measure`` answered from ``seen`` ((step index, repetition) -> AU); raises
+    :class:`_Unmeasured` with what is missing."""
+    missing = [r for r in repetitions if (index, r) not in seen]
+    if missing:
+        raise _Unmeasured(index, missing)
+    return [seen[(index, r)] for r in repetitions]
 
 
 def shown(overrides: Sequence[str]) -> str:
