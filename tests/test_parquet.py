@@ -11,10 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_kernel import run_kernel
+from test_strace import STRACE, data_calls_by_epoch, run_traced
 
 from ddlio.errors import ConfigError
 from experiments.formats import FilePayload, get_format
 from experiments.formats.parquet import ParquetReader, column_widths
+from experiments.registry import LOADER_NEEDS
 from helpers import point
 
 pq = pytest.importorskip("pyarrow.parquet")
@@ -114,7 +117,6 @@ def test_compression_is_the_codec_asked_for(tmp_path, codec):
     ("format.columns=[int16]", "'int16' is unknown: choose one of binary, int32, int64, float32, float64"),
     ("format.read=[3]", "format.read=[3] must list distinct column indices 0..0"),
     ("format.row_group_size=0", "format.row_group_size=0 must be a number of rows >= 1"),
-    ("reader=torch", "reader=torch cannot read format=parquet"),
 ])
 def test_bad_options_are_refused_in_one_line(tmp_path, override, words):
     with pytest.raises(ConfigError) as e:
@@ -145,8 +147,8 @@ def test_mlperf_row_sizes_write_and_read(tmp_path):
 def test_application_bytes_are_exact_against_strace(tmp_path):
     """Under strace, every read call of an epoch on the dataset is a row-group load the rank counted, or one of the
     footer reads pyarrow makes at each file's open: strace's bytes = bytes_read + the footers of the files opened."""
-    from test_strace import data_calls_by_epoch, run_traced
-
+    if STRACE is None:
+        pytest.skip("strace is not installed (apt-get install strace)")
     plan, res, traces = run_traced(tmp_path, "parquet")
     fmt = get_format("parquet", **plan.format_options)
     footer = {}
@@ -180,3 +182,18 @@ def test_the_read_subset_is_in_the_point_key_not_the_datasets(tmp_path):
     all_cols, one = point(tmp_path, "format=parquet", cols), point(tmp_path, "format=parquet", cols, "format.read=[1]")
     assert DatasetPlan.from_point(all_cols).key == DatasetPlan.from_point(one).key
     assert all_cols.point_key != one.point_key
+
+
+@pytest.mark.parametrize("reader", ["native", "torch"])
+def test_shuffled_rows_reload_their_groups_exactly_as_planned(tmp_path, reader):
+    """Every reader's kernel step plans each row-group load from the footer and reads exactly that: with rows in a
+    random order a group is loaded again and again (more than the payload), in the loop or in DataLoader workers."""
+    needs = LOADER_NEEDS.get(reader)
+    if needs is not None and not needs.met():
+        pytest.skip(needs.hint)
+    threads = ["workload.read_threads=2"] if reader == "torch" else []
+    _, plan, res = run_kernel(tmp_path, "format=parquet", f"reader={reader}", "format.row_group_size=8",
+                              "workload.shuffle=sample", "ppn=2", *threads)
+    for e in res["epochs"]:
+        assert e["bytes_read"] == e["bytes_planned"] > 2 * int(plan.sizes().sum())
+        assert e["samples"] == plan.samples

@@ -20,8 +20,7 @@ TINY = ("workload.sample_shape=[8,8,3]", "workload.samples=8", "workload.samples
         "workload.batch_size=2")
 #: what validation refuses, with the words of its one line: tf.data hands encoded images on undecoded
 REFUSED = {("tf", "jpeg"): "reader=tf hands format=jpeg's samples on as encoded images",
-           ("tf", "png"): "reader=tf hands format=png's samples on as encoded images",
-           ("torch", "parquet"): "reader=torch cannot read format=parquet"}
+           ("tf", "png"): "reader=tf hands format=png's samples on as encoded images"}
 
 
 def _reader(name: str) -> object:

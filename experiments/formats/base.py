@@ -295,8 +295,6 @@ class Format:
     layouts: ClassVar[tuple[str, ...]] = ()
     #: the layouts that store N-d arrays of ``workload.sample_shape`` samples (and so need it)
     shaped_layouts: ClassVar[frozenset[str]] = frozenset()
-    #: readers that cannot read the format -> why, in words (validation refuses the pair in one line)
-    refused_readers: ClassVar[dict[str, str]] = {}
 
     def __init__(self, **options: Any) -> None:
         problems = self.problems(options)

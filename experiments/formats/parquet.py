@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from ddlio.errors import FormatError
 from ddlio.lazy import lazy_import
@@ -221,9 +221,6 @@ class Parquet(Format):
     conf = ParquetConf
     writer_libraries = ("pyarrow.parquet",)
     read_options = frozenset({"read"})
-    #: tf.data's generator reads through the lanes (the whole-load plan); the torch Dataset counts loads, not bytes
-    refused_readers: ClassVar[dict[str, str]] = {
-        "torch": "its Dataset plans whole loads per file, not Parquet's row groups: choose reader=native or tf"}
 
     @property
     def loads_whole(self) -> bool:

@@ -243,8 +243,8 @@ class TorchLoader:
         for p in parts:
             read, loaded = by_pid.setdefault(p["pid"], (set(), set()))
             read.update(p["files"])
-            loaded.update(p["loads"])
-            total += sum(int(loads[f]) for f in p["loads"])
+            loaded.update(f for f, _ in p["loads"])
+            total += sum(int(loads[f]) * n for f, n in p["loads"])
         if any(not loaded >= read for read, loaded in by_pid.values()):
             raise KernelError(f"epoch {epoch}: a worker read from a file it never loaded whole: the count is not "
                               "trustworthy")

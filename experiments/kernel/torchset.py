@@ -180,8 +180,8 @@ class FileSamples(torch.utils.data.Dataset):
             out.append(x)
             nbytes += n
             sizes.append(n)
-            if r.loads != before:
-                loads.append(f)
+            if r.loads != before:  # (file, loads made): one whole load, or Parquet's bytes of row-group loads
+                loads.append((f, r.loads - before))
             if self.trace:
                 offsets.append(r.record_offset(i - int(self.starts[f])))
         snaps[0].append(os.pread(self._io_fd, 512, 0))
