@@ -187,6 +187,26 @@ def predictions(points: pd.DataFrame, axis: str, at: int, draws: int = 1000, see
     return sorted(out, key=lambda p: p.label)
 
 
+def band(points: pd.DataFrame, axis: str = "nodes", steps: int = 4, draws: int = 200) -> pd.DataFrame:
+    """The prediction band of each configuration of ``points`` that predicts beyond its largest measured scale:
+    columns key (the configuration without the axis), label, ``axis``, value, lo, hi (MiB/s), from that scale out
+    to :data:`MAX_REACH` × it in up to ``steps`` whole steps; refused scales are left out (empty frame: no
+    configuration predicts). Invalid points and first reads are left out, as the command leaves them."""
+    from analysis.below import holds_first_read
+    from analysis.validity import is_valid
+
+    cols = ["key", "label", axis, "value", "lo", "hi"]
+    if len(points):
+        points = points[is_valid(points) & ~holds_first_read(points)]
+    if points.empty or axis not in points.columns:
+        return pd.DataFrame(columns=cols)
+    top = int(points[axis].max())
+    ats = sorted({top + int(np.ceil(k * (MAX_REACH - 1) * top / steps)) for k in range(0, steps + 1)})
+    rows = [(p.key, p.label, at, p.value, p.lo, p.hi) for at in ats for p in predictions(points, axis, at, draws)
+            if not p.refused and p.measured[-1][0] <= at]
+    return pd.DataFrame(rows, columns=cols)
+
+
 # --------------------------------------------------------------------------------------------- the command
 
 def setup_parser(parser: argparse.ArgumentParser) -> None:

@@ -193,3 +193,25 @@ def test_a_real_sweeps_store(tmp_path, sweep, analysis):
     table = analysis("predict", "--at", "ppn=8", "--db", db)
     assert table.returncode == got.returncode and "Traceback" not in table.stderr
     assert "1N-8P" in table.stdout or "nothing to predict from" in table.stderr
+
+
+def test_band_on_the_scaling_figure(tmp_path):
+    """The scaling figure draws each configuration's prediction beyond its largest node count: a shaded
+    interval about a dashed line on the bandwidth panel, the predicted node counts among the ticks."""
+    from analysis import frames as F
+    from analysis.figures import draw_scaling
+    from analysis.predict import band
+    from analysis.query import analysis_frame
+
+    truth = Fit("ceiling", 100.0, 300.0, 0.0, 0, 0)
+    store = build_store(tmp_path, truth_rows(truth, [1, 2, 4, 8], axis="nodes"))
+    points = analysis_frame(store)
+    b = band(points, "nodes")
+    assert list(b["nodes"]) == [8, 10, 12, 14, 16] and b["key"].nunique() == 1
+    assert ((b["lo"] <= 300.0) & (b["hi"] >= 300.0)).all()
+    fig = draw_scaling(F.best_per_scale(F.configs(points)), b)
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == F.METRICS["bandwidth_mib_s"][0]
+    assert len(ax.collections) >= 1 and any(line.get_linestyle() == "--" for line in ax.get_lines())
+    assert 16 in list(ax.get_xticks())
+    assert band(points[points["nodes"] <= 2], "nodes").empty  # two node counts: nothing predicted, nothing drawn
