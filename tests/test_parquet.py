@@ -20,10 +20,16 @@ from experiments.formats.parquet import ParquetReader, column_widths
 from experiments.registry import LOADER_NEEDS
 from helpers import point
 
+pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-#: a schema of every type: scalars first, the rest of each sample in two binary columns
-MIXED = ["int64", "float32*2", "int32", "float64", "binary*2"]
+#: a schema of every type: numbers and a vector first, the rest of each sample in two binary columns
+MIXED = ["int64", "float32*2", "int32", "float64", "int8", "float16:3", "binary*2"]
+#: MLPerf Storage's dlrm schema by type (mlcommons/storage configs/dlio/workload/dlrm_b200.yaml: 200 columns,
+#: 761 bytes a row) and flux's vectors (flux_b200.yaml: float32 t5_encodings, clip_encodings, mean, logvar,
+#: timestamp of 524328, 409, 8232, 8232 and 7 values: 2,164,832 bytes a row)
+DLRM = ["float32*56", "float16*50", "float64*49", "int8*45"]
+FLUX = ["float32:524328", "float32:409", "float32:8232*2", "float32:7"]
 
 
 def write(tmp_path: Path, sizes, seed: int = 3, kind: str = "random", name: str = "d.parquet", **options):
@@ -35,27 +41,32 @@ def write(tmp_path: Path, sizes, seed: int = 3, kind: str = "random", name: str 
 
 
 def row_bytes(table, i: int) -> bytes:
-    """Row ``i`` of a table pyarrow read, its columns' values back to back as bytes (scalars little-endian)."""
+    """Row ``i`` of a table pyarrow read, its columns' values back to back as bytes (numbers little-endian)."""
     out = b""
-    for col in table.columns:
-        v = col[i].as_py()
-        out += v if isinstance(v, bytes) else np.array([v], dtype=col.type.to_pandas_dtype()).tobytes()
+    for col in table.slice(i, 1).columns:
+        arr = col.combine_chunks()
+        if pa.types.is_binary(arr.type):
+            out += arr[0].as_py()
+        else:  # numbers, or a vector's numbers
+            values = arr.flatten() if pa.types.is_fixed_size_list(arr.type) else arr
+            out += values.to_numpy(zero_copy_only=False).tobytes()
     return out
 
 
 def test_what_pyarrow_reads_is_the_payload(tmp_path):
-    sizes = [4096] * 12 + [100, 5000, 33]
+    sizes = [4096] * 12 + [100, 5000, 40]
     fmt, path, payload = write(tmp_path, sizes, columns=MIXED, row_group_size=5, compression="zstd")
     table = pq.read_table(path)
     assert table.num_rows == len(sizes)
-    assert [str(t) for t in table.schema.types] == ["int64", "float", "float", "int32", "double", "binary", "binary"]
+    assert [str(t) for t in table.schema.types] == ["int64", "float", "float", "int32", "double", "int8",
+                                                    "fixed_size_list<element: halffloat>[3]", "binary", "binary"]
     for i in range(len(sizes)):
         assert row_bytes(table, i) == payload.sample(i)
     assert row_bytes(table, 1) != payload.sample(2)  # the comparison tells rows apart
     meta = pq.ParquetFile(path).metadata
     assert meta.num_row_groups == 3 and [meta.row_group(g).num_rows for g in range(3)] == [5, 5, 5]
-    # each binary column holds half of what the scalars leave: (4096 - 28) / 2 bytes a row
-    assert column_widths(fmt.types, 4096) == [8, 4, 4, 4, 8, 2034, 2034]
+    # each binary column holds half of what the numbers leave: (4096 - 35) / 2 bytes a row, the first one more
+    assert column_widths(fmt.types, 4096) == [8, 4, 4, 4, 8, 1, 6, 2031, 2030]
     with fmt.open(path) as r:  # and ddlio's reader hands the same rows on
         out = np.empty(5000, dtype=np.uint8)
         assert [r.payload(i, out).tobytes() for i in range(len(sizes))] == [payload.sample(i) for i in
@@ -114,7 +125,8 @@ def test_compression_is_the_codec_asked_for(tmp_path, codec):
 
 @pytest.mark.parametrize("override, words", [
     ("format.compression=gzip", "format.compression='gzip' is unknown: choose one of none, snappy, zstd, lz4"),
-    ("format.columns=[int16]", "'int16' is unknown: choose one of binary, int32, int64, float32, float64"),
+    ("format.columns=[int16]", "'int16' is unknown: choose one of binary, int8, int32, int64, float16, float32"),
+    ("format.columns=[binary:4]", "'binary:4' is unknown"),
     ("format.read=[3]", "format.read=[3] must list distinct column indices 0..0"),
     ("format.row_group_size=0", "format.row_group_size=0 must be a number of rows >= 1"),
 ])
@@ -132,16 +144,18 @@ def test_scalars_that_do_not_fill_a_shaped_sample_are_refused(tmp_path):
 
 
 def test_mlperf_row_sizes_write_and_read(tmp_path):
-    """dlrm's 761-byte rows (a label, 13 dense, 26 sparse and the rest) in 16384-row groups; flux's 2.16 MB rows."""
-    cols = ["int64", "float32*13", "int64*26", "binary"]
-    fmt, path, payload = write(tmp_path, [761] * 32768, columns=cols, row_group_size=16384, compression="snappy")
+    """dlrm's 761-byte rows of 200 numbers in 16384-row groups; flux's 2,164,832-byte rows of five vectors: MLPerf's
+    schemas fill their rows exactly, with no binary column."""
+    assert sum(column_widths(get_format("parquet", columns=DLRM).types, 761)) == 761
+    fmt, path, payload = write(tmp_path, [761] * 32768, columns=DLRM, row_group_size=16384, compression="snappy")
     with fmt.open(path) as r:
         out = np.empty(761, dtype=np.uint8)
         n = sum(r.read(i, out) for i in range(32768))
         assert n == r.loads > 32768 * 761 * 0.99 and r.payload(20000, out).tobytes() == payload.sample(20000)
-    fmt, path, payload = write(tmp_path, [2_160_000] * 3, name="flux.parquet", row_group_size=2)
+    fmt, path, payload = write(tmp_path, [2_164_832] * 3, name="flux.parquet", columns=FLUX, row_group_size=2)
+    assert pq.ParquetFile(path).metadata.num_columns == 5
     with fmt.open(path) as r:
-        assert r.payload(2, np.empty(2_160_000, dtype=np.uint8)).tobytes() == payload.sample(2)
+        assert r.payload(2, np.empty(2_164_832, dtype=np.uint8)).tobytes() == payload.sample(2)
 
 
 def test_application_bytes_are_exact_against_strace(tmp_path):

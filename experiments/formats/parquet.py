@@ -1,12 +1,16 @@
 """Parquet through pyarrow, as MLPerf Storage's flux and dlrm workloads store their samples: a sample is a row,
 ``workload.samples_per_file`` rows a file, in row groups of ``row_group_size`` rows.
 
-The schema is ``columns``, a list of types named ``c0``, ``c1``, ... in order: ``int32``, ``int64``, ``float32`` and
-``float64`` are scalars of their width (4 or 8 bytes), ``binary`` columns share the rest of the sample's bytes
-evenly (the first ones a byte more where it does not divide); ``type*k`` stands for k columns of a type (e.g.
-``[int64,float32*13,int64*26,binary]``). Without a binary column the scalars' widths must add up to the sample
-size. A row holds its sample's payload bytes split across the columns in order (scalars are those bytes read
-little-endian), so a row's columns back to back are the sample: the format round-trips exactly. Files are written
+The schema is ``columns``, a list of types named ``c0``, ``c1``, ... in order: numbers (``int8``, ``int32``,
+``int64``, ``float16``, ``float32``, ``float64``) take their width, ``type:n`` is a vector of n numbers (a
+fixed-size list), and ``binary`` columns share the rest of the sample's bytes evenly (the first ones a byte more
+where it does not divide); ``type*k`` stands for k such columns. Without a binary column the numbers must fill the
+sample. MLPerf's own schemas are of this kind (mlcommons/storage ``configs/dlio/workload/dlrm_b200.yaml``: 200
+scalar columns of float16/32/64 and int8, 761 bytes, 40 of them read; ``flux_b200.yaml``: five float32 vectors of
+524328, 409, 8232, 8232 and 7 values, 2,164,832 bytes). A row holds its sample's payload bytes split across the
+columns in order (numbers are those bytes read little-endian), so a row's columns back to back are the sample: the
+format round-trips exactly. Parquet itself stores int8 as 4-byte INT32 and a vector with its repetition levels: the
+file holds more than the payload, as a real one does. Files are written
 with ``pyarrow.parquet.ParquetWriter``: PLAIN encoding (no dictionary: random bytes do not repeat, and floats keep
 their bits), no statistics, the ``compression`` codec (none, snappy, zstd, lz4), and the row sizes in the footer's
 key-value metadata (``ddlio.row_bytes``).
@@ -42,13 +46,13 @@ from experiments.formats.whole import CountingFile
 np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
 #: column type -> bytes a value holds (0: binary, a share of the sample's bytes left after the scalars)
-TYPES = {"binary": 0, "int32": 4, "int64": 8, "float32": 4, "float64": 8}
+TYPES = {"binary": 0, "int8": 1, "int32": 4, "int64": 8, "float16": 2, "float32": 4, "float64": 8}
 COMPRESSIONS = ("none", "snappy", "zstd", "lz4")
 #: the footer's key-value metadata entry holding every row's bytes (one number when all rows are alike)
 ROW_BYTES_KEY = b"ddlio.row_bytes"
 #: rows a binary array is built from at most at once (its int32 offsets address under 2 GiB)
 _CHUNK_BYTES = 1 << 30
-_SPEC = re.compile(r"^([a-z0-9]+)(?:\*(\d+))?$")
+_SPEC = re.compile(r"^([a-z0-9]+)(?::(\d+))?(?:\*(\d+))?$")
 
 
 @dataclass
@@ -56,8 +60,8 @@ class ParquetConf(FormatConf):
     name: str = "parquet"
     # rows per row group (a file's last group holds the rest)
     row_group_size: int = 1024
-    # column types in order: binary | int32 | int64 | float32 | float64, `type*k` for k of them; scalars are
-    # their width, binary columns share the rest of the sample's bytes
+    # column types in order: binary | int8 | int32 | int64 | float16 | float32 | float64, `type:n` a vector of n
+    # values (a fixed-size list), `type*k` k such columns; numbers take their width, binary columns share the rest
     columns: list[str] = field(default_factory=lambda: ["binary"])
     # the columns loaded (indices into columns, after `type*k` is expanded); [] = all (reading: not in the dataset)
     read: list[int] = field(default_factory=list)
@@ -66,38 +70,47 @@ class ParquetConf(FormatConf):
 
 
 def expand_columns(spec: Any) -> list[str]:
-    """The column types of ``spec`` (``type`` or ``type*k`` each) one by one; ``ValueError`` naming the choices."""
+    """The column types of ``spec`` (``type``, ``type:n``, each optionally ``*k``) one by one, a vector as
+    ``type:n``; ``ValueError`` naming the choices."""
     if isinstance(spec, str) or not hasattr(spec, "__iter__"):
         raise ValueError(f"format.columns={spec!r} must be a list of column types, e.g. [binary] or "
                          "[int64,float32*13,binary]")
     out: list[str] = []
     for item in spec:
         m = _SPEC.match(str(item).strip().lower())
-        if m is None or m.group(1) not in TYPES or (m.group(2) is not None and int(m.group(2)) < 1):
+        if m is None or m.group(1) not in TYPES or any(g is not None and int(g) < 1 for g in m.groups()[1:]) \
+                or (m.group(1) == "binary" and m.group(2) is not None):
             raise ValueError(f"format.columns entry {item!r} is unknown: choose one of {', '.join(TYPES)}, "
-                             "or type*k for k columns of it (e.g. float32*13)")
-        out += [m.group(1)] * int(m.group(2) or 1)
+                             "type:n for a vector of n numbers, and *k for k such columns (e.g. float32*13, "
+                             "float32:409)")
+        out += [m.group(1) + (f":{int(m.group(2))}" if m.group(2) else "")] * int(m.group(3) or 1)
     if not out:
         raise ValueError("format.columns=[] holds no column: give at least one, e.g. [binary]")
     return out
 
 
+def width(t: str) -> int:
+    """Bytes a value of column type ``t`` holds in a row (``type:n``: n numbers; 0 for binary)."""
+    base, _, n = t.partition(":")
+    return TYPES[base] * int(n or 1)
+
+
 def column_widths(types: list[str], size: int) -> list[int]:
     """Bytes of each column in a row of ``size`` bytes (see the module's docstring); ``ValueError`` where the
-    scalars do not fit it, or (no binary column) do not fill it."""
-    fixed = sum(TYPES[t] for t in types)
+    numbers do not fit it, or (no binary column) do not fill it."""
+    fixed = sum(width(t) for t in types)
     nbin = types.count("binary")
     if fixed > size or (nbin == 0 and fixed != size):
-        raise ValueError(f"format.columns' scalars hold {fixed} bytes a row but a sample is {size} bytes: "
-                         + ("add a binary column for the rest or change the columns" if nbin == 0 or fixed < size
-                            else "use fewer scalar columns"))
+        raise ValueError(f"format.columns' numbers hold {fixed} bytes a row but a sample is {size} bytes: "
+                         + ("use fewer or narrower number columns" if fixed > size
+                            else "add a binary column for the rest, or number columns that fill it"))
     rest, out, k = size - fixed, [], 0
     for t in types:
         if t == "binary":
             out.append(rest // nbin + (k < rest % nbin))
             k += 1
         else:
-            out.append(TYPES[t])
+            out.append(width(t))
     return out
 
 
@@ -112,7 +125,7 @@ class ParquetReader(ArrayReturningReader):
         try:
             self._pf = pq.ParquetFile(self._file, pre_buffer=False, buffer_size=0)
             meta = self._pf.metadata
-            names = [meta.schema.column(j).name for j in range(meta.num_columns)]
+            names = self._pf.schema_arrow.names  # one Parquet leaf column each (a vector's values)
             kv = meta.metadata or {}
             row_bytes = [int(x) for x in kv[ROW_BYTES_KEY].split(b",")] if ROW_BYTES_KEY in kv else []
         except (OSError, ValueError, KeyError) as e:
@@ -158,9 +171,11 @@ class ParquetReader(ArrayReturningReader):
                 offs = np.frombuffer(bufs[1], dtype=np.int32)[off : off + rows + 1]
                 data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.empty(0, np.uint8)
                 held.append((offs, data))
-            else:
-                w = TYPES[t]
-                held.append(np.frombuffer(bufs[1], dtype=np.uint8)[off * w : (off + rows) * w].reshape(rows, w))
+            else:  # numbers, or a fixed-size list's values (flattened: this slice's only), one row's a line
+                values = arr.flatten() if ":" in t else arr
+                w, vb, voff = TYPES[t.partition(":")[0]], values.buffers()[1], values.offset
+                held.append(np.frombuffer(vb, dtype=np.uint8)[voff * w : voff * w + rows * width(t)]
+                            .reshape(rows, width(t)))
         self._held, self._held_g = held, g
         self._matrix = _row_matrix(held, len(table))
         self.loads += self._plan[g]
@@ -276,7 +291,7 @@ class Parquet(Format):
             column_widths(types, int(s))  # ValueError before a byte is written
         alike = sizes[:1].tolist() if not len(sizes) or np.all(sizes == sizes[0]) else sizes.tolist()
         meta = {ROW_BYTES_KEY: ",".join(map(str, alike or [0])).encode()}
-        schema = pa.schema([(f"c{j}", getattr(pa, t)()) for j, t in enumerate(types)], metadata=meta)
+        schema = pa.schema([(f"c{j}", arrow_type(pa, t)) for j, t in enumerate(types)], metadata=meta)
         comp = self.options.get("compression", "none")
         with pq.ParquetWriter(path, schema, compression=comp, use_dictionary=False, write_statistics=False) as w:
             for a, b, rows in _row_groups(payload, int(self.options.get("row_group_size", 1024))):
@@ -351,4 +366,12 @@ def _array(pa: Any, t: str, data: np.ndarray, offsets: np.ndarray, n: int) -> An
     a scalar column's values as little-endian bytes), without copying."""
     if t == "binary":
         return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-    return pa.Array.from_buffers(getattr(pa, t)(), n, [None, pa.py_buffer(data)])
+    base, _, k = t.partition(":")
+    values = pa.Array.from_buffers(getattr(pa, base)(), n * int(k or 1), [None, pa.py_buffer(data)])
+    return pa.FixedSizeListArray.from_arrays(values, int(k)) if k else values
+
+
+def arrow_type(pa: Any, t: str) -> Any:
+    """The arrow type of column type ``t``: ``binary``, a number, or ``type:n`` a fixed-size list of n numbers."""
+    base, _, k = t.partition(":")
+    return pa.list_(getattr(pa, base)(), int(k)) if k else getattr(pa, base)()
