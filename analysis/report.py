@@ -39,7 +39,13 @@ from analysis.query import (
     status_counts,
 )
 from analysis.reading import release_freed_memory
-from analysis.report_sections import answers_section, checkpoint_answers, readable, validity_section
+from analysis.report_sections import (
+    answers_section,
+    checkpoint_answers,
+    prediction_section,
+    readable,
+    validity_section,
+)
 from ddlio.errors import DdlioError
 from ddlio.secrets import mask
 from ddlio.store import Point, StoreReader, Sweep, describe, open_store_for_reading
@@ -175,6 +181,7 @@ def _assemble(store: StoreReader, db: str, where: str | None, title: str, db_nam
         guides.close()
     parts += answers_section(lay, fmt, st.metric, invalid_note) if len(points) else []
     parts += figures
+    parts += prediction_section(points) if len(points) else []
     parts += _guidelines_section(points, st, (lay, fmt, stmts), below) if len(points) or ck.empty else []
     parts += _checkpoint_section(ck, st) if len(ck) else []
     parts += _swept_section(store, points, failed_frame(store, None if where else points))

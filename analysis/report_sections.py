@@ -128,3 +128,34 @@ def checkpoint_answers(rows: pd.DataFrame, notes: list[str]) -> list[str]:
     parts.append("</ul>")
     parts += [f"<p class='note'>{html.escape(n)}</p>" for n in notes]
     return parts
+
+
+def prediction_section(points: pd.DataFrame) -> list[str]:
+    """Beyond the measured scale (:mod:`analysis.predict`): each configuration of the valid ``points`` (first reads
+    left out) measured at three node counts (else three ranks per node) or more, predicted at twice its axis's
+    largest measured value, or refused and why."""
+    from analysis.below import holds_first_read  # lazy: below reads query's frames
+    from analysis.predict import MAX_HELD_OUT, MIN_SCALES, predictions  # lazy: the model, on first use
+    from analysis.validity import is_valid
+
+    points = points[is_valid(points) & ~holds_first_read(points)]  # as the command reads them
+    axis = next((a for a in ("nodes", "ppn") if a in points.columns and points[a].nunique() >= MIN_SCALES), None)
+    parts = ["<h2 id='prediction'>Beyond the measured scale</h2>"]
+    if axis is None:
+        return [*parts, f"<p>No configuration was measured at {MIN_SCALES} node counts or {MIN_SCALES} ranks per "
+                "node: nothing to predict from (<code>python -m analysis predict</code>).</p>"]
+    at = int(2 * points[axis].max())
+    preds = predictions(points, axis, at, draws=500)
+    parts.append(f"<p class='note'>Bandwidth at {axis}={at}: min(ranks × rate, ceiling) / (1 + contention × "
+                 f"(ranks − 1)) fitted on the valid repetitions [95% prediction interval]; refused where the largest "
+                 f"measured scale, predicted from the others, is off by more than {MAX_HELD_OUT:.0%}.</p>"
+                 "<ul class='answers'>")
+    for p in preds:
+        name = html.escape(p.label)
+        if p.refused:
+            parts.append(f"<li class='undecided'><b>{name}</b>: refused: {html.escape(p.refused)}</li>")
+            continue
+        err = f"held-out error {p.check.error:.1%}" if p.check else ""
+        parts.append(f"<li class='recommend'><b>{name}</b>: {p.value:.4g} MiB/s [{p.lo:.4g}, {p.hi:.4g}] "
+                     f"({html.escape(p.model.form if p.model else '')} model; {err})</li>")
+    return [*parts, "</ul>"]

@@ -215,3 +215,16 @@ def test_band_on_the_scaling_figure(tmp_path):
     assert len(ax.collections) >= 1 and any(line.get_linestyle() == "--" for line in ax.get_lines())
     assert 16 in list(ax.get_xticks())
     assert band(points[points["nodes"] <= 2], "nodes").empty  # two node counts: nothing predicted, nothing drawn
+
+
+def test_report_says_the_prediction(tmp_path, capsys):
+    """The report's section beyond the measured scale: measured at nodes 1, 2, 4, 8, predicted at 16."""
+    db, out = str(tmp_path / "r.db"), tmp_path / "report.html"
+    build_store(tmp_path, truth_rows(Fit("ceiling", 100.0, 300.0, 0.0, 0, 0), [1, 2, 4, 8], axis="nodes"))
+    assert main(["report", "--db", db, "--out", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert ">Beyond the measured scale<" in text and "Bandwidth at nodes=16" in text
+    item = text.split("<li class='recommend'><b>")[-1].split("</li>")[0]
+    assert "16N-16P" in item and "MiB/s [" in item and "(ceiling model; held-out error" in item
+    lo, hi = (float(v) for v in item.split("MiB/s [")[1].split("]")[0].split(", "))
+    assert lo <= 300.0 <= hi
