@@ -33,7 +33,7 @@ from ddlio.metrics import SIZE_BIN_NAMES
 MIB = 1024 * 1024
 #: file name endings -> ddlio format name, to label what the application read
 _SUFFIXES = {".h5": "hdf5", ".hdf5": "hdf5", ".tfrecord": "tfrecord", ".tfrecords": "tfrecord", ".npz": "npz",
-             ".npy": "npy", ".bin": "bin", ".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png"}
+             ".npy": "npy", ".bin": "bin", ".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".parquet": "parquet"}
 
 
 def import_darshan() -> Any:

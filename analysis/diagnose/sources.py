@@ -26,7 +26,7 @@ from ddlio import identity
 from ddlio.store import Epoch, Point, StoreReader
 
 #: the formats a ddlio sweep can emulate an observed run's files with
-_FORMATS = ("hdf5", "tfrecord", "npz", "npy", "bin", "jpeg", "png")
+_FORMATS = ("hdf5", "tfrecord", "npz", "npy", "bin", "jpeg", "png", "parquet")
 
 
 def configuration_key(config: dict[str, Any]) -> str:

@@ -287,7 +287,7 @@ class Parquet(Format):
 
         types = self.types
         sizes = payload.sizes
-        for s in set(sizes.tolist()):
+        for s in np.unique(sizes).tolist():
             column_widths(types, int(s))  # ValueError before a byte is written
         alike = sizes[:1].tolist() if not len(sizes) or np.all(sizes == sizes[0]) else sizes.tolist()
         meta = {ROW_BYTES_KEY: ",".join(map(str, alike or [0])).encode()}
