@@ -25,8 +25,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.below import excluded_note, holds_first_read
+from analysis.query import analysis_frame, parse_where
 from analysis.scalemodel import Fit, HeldOut, fit, held_out, prediction_interval
+from analysis.validity import is_valid, valid_only
 from ddlio.errors import DdlioError
+from ddlio.identity import config_key, labels
+from ddlio.store import open_store_for_reading
 
 #: the scale axes ``--at`` takes -> the stored knobs a configuration is grouped without
 AXES = {"nodes": ("nodes",), "ppn": ("ppn",), "ranks": ("nodes", "ppn")}
@@ -165,8 +170,6 @@ def _one(g: pd.DataFrame, label: str, key: str, axis: str, at: int, draws: int, 
 def predictions(points: pd.DataFrame, axis: str, at: int, draws: int = 1000, seed: int = 0) -> list[Prediction]:
     """One :class:`Prediction` per configuration of ``points`` (an :func:`analysis.query.analysis_frame`, valid
     points only) grouped without the ``axis`` knobs, in label order."""
-    from ddlio.identity import config_key, labels  # with the identity's registry of words: on first use
-
     pts = points[pd.to_numeric(points["bandwidth_mib_s"], errors="coerce") > 0]
     if pts.empty:
         return []
@@ -192,14 +195,11 @@ def band(points: pd.DataFrame, axis: str = "nodes", steps: int = 4, draws: int =
     columns key (the configuration without the axis), label, ``axis``, value, lo, hi (MiB/s), from that scale out
     to :data:`MAX_REACH` × it in up to ``steps`` whole steps; refused scales are left out (empty frame: no
     configuration predicts). Invalid points and first reads are left out, as the command leaves them."""
-    from analysis.below import holds_first_read
-    from analysis.validity import is_valid
-
     cols = ["key", "label", axis, "value", "lo", "hi"]
     if len(points):
         points = points[is_valid(points) & ~holds_first_read(points)]
-    if points.empty or axis not in points.columns:
-        return pd.DataFrame(columns=cols)
+    if points.empty or not {"config", "ranks", "bandwidth_mib_s", axis} <= set(points.columns):
+        return pd.DataFrame(columns=cols)  # nothing to fit (a frame of figures without stored configs)
     top = int(points[axis].max())
     ats = sorted({top + int(np.ceil(k * (MAX_REACH - 1) * top / steps)) for k in range(0, steps + 1)})
     rows = [(p.key, p.label, at, p.value, p.lo, p.hi) for at in ats for p in predictions(points, axis, at, draws)
@@ -248,11 +248,6 @@ def _text(p: Prediction) -> list[str]:
 
 def _points(args: argparse.Namespace) -> tuple[pd.DataFrame, list[str]]:
     """The store's valid points (after ``--where``) and the notes on what was left out."""
-    from analysis.below import excluded_note
-    from analysis.query import analysis_frame, parse_where
-    from analysis.validity import valid_only
-    from ddlio.store import open_store_for_reading
-
     where = parse_where(args.where)
     points = analysis_frame(open_store_for_reading(args.db), where, "guidelines")
     valid, invalid = valid_only(points)

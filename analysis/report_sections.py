@@ -136,7 +136,7 @@ def prediction_section(points: pd.DataFrame) -> list[str]:
     largest measured value, or refused and why."""
     from analysis.below import holds_first_read  # lazy: below reads query's frames
     from analysis.predict import MAX_HELD_OUT, MIN_SCALES, predictions  # lazy: the model, on first use
-    from analysis.validity import is_valid
+    from analysis.validity import is_valid  # lazy: validity reads query's frames
 
     points = points[is_valid(points) & ~holds_first_read(points)]  # as the command reads them
     axis = next((a for a in ("nodes", "ppn") if a in points.columns and points[a].nunique() >= MIN_SCALES), None)

@@ -59,7 +59,7 @@ def _draw_band(ax: Any, band: pd.DataFrame) -> None:
 def _predicted(points: pd.DataFrame, best: pd.DataFrame) -> Figure:
     """The figure with the prediction band of :func:`analysis.predict.band` (configurations measured at three node
     counts or more whose held-out check passes)."""
-    from analysis.predict import band  # on first use: the model is fitted only when the figure is drawn
+    from analysis.predict import band  # lazy: the model's module, only when the figure is drawn
 
     return draw_scaling(best, band(points, "nodes"))
 
