@@ -228,3 +228,19 @@ def test_report_says_the_prediction(tmp_path, capsys):
     assert "16N-16P" in item and "MiB/s [" in item and "(ceiling model; held-out error" in item
     lo, hi = (float(v) for v in item.split("MiB/s [")[1].split("]")[0].split(", "))
     assert lo <= 300.0 <= hi
+
+
+def test_ranks_axis_pools_nodes_and_ppn_and_a_stored_au_floor_counts(tmp_path, capsys):
+    """Along ranks, 2 nodes × 2 and 1 node × 4 are one scale of 4 ranks; a point's own workload.au_floor (0.5)
+    judges the accelerators in place of 0.90: 16 ranks at 60 MiB/s get 3.75 MiB/s each of 12.5 (AU 0.3)."""
+    truth = Fit("ceiling", 20.0, 60.0, 0.0, 0, 0)
+    rows = truth_rows(truth, [1, 2, 8], reps=2, rel=0.01, compute_time=0.01, au_floor=0.5)
+    rows += [dict(r, nodes=2, ppn=2, bandwidth=60.0 * (1 + 0.01 * i)) for i, r in enumerate(rows[:2])]
+    build_store(tmp_path, rows)
+    code, out, err = run(capsys, "--at", "ranks=16", "--db", str(tmp_path / "r.db"), "--format", "json")
+    assert code == 0, err
+    (p,) = json.loads(out)["predictions"]
+    assert [(m["ranks"], m["n"]) for m in p["measured"]] == [(1, 2), (2, 2), (4, 2), (8, 2)]
+    assert p["ranks"] == 16 and p["lo_mib_s"] <= 60.0 <= p["hi_mib_s"]
+    acc = p["accelerators"]
+    assert acc["au_floor"] == 0.5 and acc["verdict"] == "starved" and acc["au"] == pytest.approx(0.3, rel=0.05)
