@@ -36,6 +36,8 @@ def main(args: argparse.Namespace) -> int:
         label = dict(zip(summary["point_key"], summary["label"], strict=True))
         validity = dict(zip(summary["point_key"], summary["validity"], strict=True))
         reasons = dict(zip(summary["point_key"], summary["invalid_reasons"], strict=True))
+        fed = dict(zip(summary["point_key"], summary["fed"], strict=True))
+        floors = dict(zip(summary["point_key"], summary["au_floor"], strict=True))
         last = _last_sweep(s)  # per point: the newest sweep that measured it (its job id is that sweep's)
         for sw in sweeps:
             rows = s.execute(
@@ -58,6 +60,12 @@ def main(args: argparse.Namespace) -> int:
             n_valid = sum(validity.get(r.point_key) == "valid" for r in rows)
             if n_valid or invalid:
                 print(f"  validity: {n_valid} valid, {len(invalid)} invalid")
+            judged = [r.point_key for r in rows if isinstance(fed.get(r.point_key), str)]
+            if judged:  # points with a compute time: their accelerators fed or starved, against their AU floors
+                n_fed = sum(fed[k] == "fed" for k in judged)
+                at = sorted({f"{floors[k]:.2f}" for k in judged})
+                print(f"  accelerators: {n_fed} point{'s' if n_fed != 1 else ''} fed, {len(judged) - n_fed} starved "
+                      f"(AU ≥ {' or '.join(at)}; python -m analysis summary shows each)")
             for r in invalid[:MAX_LISTED]:
                 print(f"    invalid    {label.get(r.point_key, r.label)} repeat={r.repeat}: "
                       f"{cut_at_word(reasons[r.point_key] or '', 100)}")

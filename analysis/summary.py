@@ -12,7 +12,7 @@ from analysis.checkpoint import SUMMARY_METRICS, checkpoint_frame
 from analysis.query import analysis_frame, summary_frame
 from ddlio.store import open_store_for_reading
 
-SHORT = ["status", "label", "repeat", "bytes_read", "bandwidth_mib_s", "iops", "io_time_slowest_s",
+SHORT = ["status", "label", "repeat", "bytes_read", "bandwidth_mib_s", "iops", "au", "io_time_slowest_s",
          "wall_time_s", "cache", "settle", "first_read", "validity", "error"]  # the columns read for the table
 #: the columns of the checkpoint points' table (bytes and seconds over all of a point's checkpoints, MiB/s)
 CHECKPOINT_SHORT = ["status", "label", "repeat", *SUMMARY_METRICS, "error"]
@@ -84,7 +84,7 @@ def _num(v: float, digits: int) -> str:
 
 #: the train table's columns as shown: heading -> how a value is written
 _SHOWN = {"label": "configuration", "repeat": "rep", "bytes_read": "read", "bandwidth_mib_s": "MiB/s",
-          "iops": "IOPS", "io_time_slowest_s": "I/O s", "wall_time_s": "wall s", "cache": "cache",
+          "iops": "IOPS", "au": "AU", "io_time_slowest_s": "I/O s", "wall_time_s": "wall s", "cache": "cache",
           "settle": "settled", "first_read": "first read", "validity": "validity", "status": "status",
           "error": "error"}
 #: always shown, even when every point has the same value
@@ -92,14 +92,18 @@ _KEPT = ("label", "bandwidth_mib_s")
 
 
 def train_table(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """(the train points as ``summary`` shows them, what every point shares): best first (completed points by
-    bandwidth, then the others by status), numbers in readable units (bytes as KiB/MiB/GiB, MiB/s with one
-    decimal, IOPS whole with thousands separators, seconds to 3 significant digits), a failure or an invalid
-    verdict cut at a word, and only the columns whose values differ between the points (the label and the
-    bandwidth always): the others are said once, as ``name value`` texts."""
+    """(the train points as ``summary`` shows them, what every point shares): best first (completed points by AU
+    where they have a compute time, its verdict beside it, then by bandwidth; then the others by status), numbers
+    in readable units (bytes as KiB/MiB/GiB, MiB/s with one decimal, IOPS whole with thousands separators, seconds
+    to 3 significant digits), a failure or an invalid verdict cut at a word, and only the columns whose values
+    differ between the points (the label and the bandwidth always): the others are said once, as ``name value``
+    texts."""
     done = (df["status"] == "completed").to_numpy()
     bw = pd.to_numeric(df["bandwidth_mib_s"], errors="coerce").fillna(-1.0)
-    order = df.assign(_done=~done, _bw=-bw).sort_values(["_done", "status", "_bw"], kind="stable").index
+    # by AU first where a compute time makes it the answer (objective=auto), then by bandwidth
+    au = pd.to_numeric(df["au"], errors="coerce").where(df["fed"].notna()).fillna(-1.0).round(2)
+    order = df.assign(_done=~done, _au=-au, _bw=-bw).sort_values(["_done", "status", "_au", "_bw"],
+                                                                 kind="stable").index
     df = df.loc[order]
     cold = unsettled(df)
     t = pd.DataFrame(index=df.index)
@@ -108,6 +112,9 @@ def train_table(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     t["bytes_read"] = pd.to_numeric(df["bytes_read"], errors="coerce").map(human_bytes)
     t["bandwidth_mib_s"] = pd.to_numeric(df["bandwidth_mib_s"], errors="coerce").map(lambda v: _num(v, 1))
     t["iops"] = pd.to_numeric(df["iops"], errors="coerce").map(lambda v: _num(v, 0))
+    # AU and its verdict against the point's floor, where a compute time makes it mean something
+    au = pd.to_numeric(df["au"], errors="coerce")
+    t["au"] = [f"{a:.2f} {w}" if isinstance(w, str) else "-" for a, w in zip(au, df["fed"], strict=True)]
     for c in ("io_time_slowest_s", "wall_time_s"):
         t[c] = pd.to_numeric(df[c], errors="coerce").map(lambda v: "-" if v != v else f"{v:.3g}")
     for c in ("cache", "settle", "first_read", "status"):

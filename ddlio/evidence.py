@@ -21,6 +21,25 @@ MIN_IO_S = 0.1
 DEFAULT_STRIPE = (1, 1024 * 1024)
 
 
+#: the accelerator utilisation (compute time over wall time, 0-1) at or above which a point's accelerators are fed,
+#: where the workload does not say (``workload.au_floor``): MLPerf Storage's rule for most of its workloads
+AU_FLOOR = 0.9
+#: what ``objective=auto`` (the default) maximises: AU where a step time is known, else the read bandwidth
+AUTO_OBJECTIVES = ("au", "bandwidth_mib_s")
+#: AU means closer than this to the best one's tie: the bandwidth decides between them (two fed configurations at
+#: AU 0.998 and 0.997 are both fed; the one with headroom, the faster, is the better buy)
+AU_TIE = 0.01
+
+
+def objective_of(objective: str, compute_time: float | None) -> str:
+    """The objective a point is ranked by: ``objective`` itself, or for ``auto`` ``au`` when the workload has a
+    compute time (seconds per batch, > 0) and ``bandwidth_mib_s`` when it has none (AU is then 0 by
+    construction)."""
+    if objective != "auto":
+        return objective
+    return AUTO_OBJECTIVES[0] if compute_time and float(compute_time) > 0 else AUTO_OBJECTIVES[1]
+
+
 def too_short(io_s: float | None) -> bool:
     """Whether a point's timed I/O (seconds; None or NaN: not measured) is below :data:`MIN_IO_S`."""
     return io_s is not None and io_s == io_s and float(io_s) < MIN_IO_S
@@ -91,14 +110,22 @@ def estimate(key: str, values: Sequence[float]) -> Estimate:
     return Estimate(key, len(values), float(np.mean(values)), lo, hi)
 
 
-def best_of(groups: Mapping[str, Sequence[float]], higher_is_better: bool = True) -> Best | None:
+def best_of(groups: Mapping[str, Sequence[float]], higher_is_better: bool = True,
+            tiebreak: Mapping[str, float] | None = None, near: float = 0.0) -> Best | None:
     """The best of ``groups`` (configuration key -> its repetitions' values) by mean; None when empty. Ties are
     the configurations whose interval overlaps the best's, and those with a single repetition next to a best
-    whose own interval holds their value (a single value cannot exclude an overlap)."""
+    whose own interval holds their value (a single value cannot exclude an overlap). With ``tiebreak``
+    (configuration key -> a second figure, higher is better), the configurations whose mean is within ``near`` of
+    the best mean are ranked by it instead (AU ties broken by bandwidth: :data:`AU_TIE`)."""
     ests = [estimate(k, v) for k, v in groups.items() if len(v)]
     if not ests:
         return None
     ests.sort(key=lambda e: (-e.mean if higher_is_better else e.mean, e.key))
+    if tiebreak is not None:
+        top = ests[0].mean
+        close = [e for e in ests if abs(e.mean - top) <= near]
+        close.sort(key=lambda e: (-tiebreak.get(e.key, float("-inf")), e.key))
+        ests = close + [e for e in ests if abs(e.mean - top) > near]
     best = ests[0]
     tied = []
     for e in ests[1:]:
@@ -111,3 +138,39 @@ def best_of(groups: Mapping[str, Sequence[float]], higher_is_better: bool = True
         elif not (best.lo > e.hi or e.lo > best.hi):
             tied.append(e)
     return Best(best, ests, tied)
+
+
+@dataclass(frozen=True)
+class Fed:
+    """Whether a configuration keeps its accelerators fed: ``word`` is ``fed`` (AU at or above ``floor``: the
+    interval's lower end, or the one value), ``starved`` (below: the interval's upper end, or the one value) or
+    ``undecided`` (the interval straddles the floor); ``est`` the AU's :class:`Estimate` (0-1)."""
+
+    word: str
+    floor: float
+    est: Estimate
+
+    def text(self) -> str:
+        """``"fed: AU 0.95 [0.93, 0.97] >= 0.90"``, ``"starved: AU 0.62 (n=1, no interval) < 0.90"``, or
+        ``"fed or starved? AU 0.90 [0.85, 0.93] straddles 0.90: more repetitions (repeat=0,1,2,...)"``."""
+        au = self.est.text("{:.2f}")
+        if self.word == "fed":
+            return f"fed: AU {au} ≥ {self.floor:.2f}"
+        if self.word == "starved":
+            return f"starved: AU {au} < {self.floor:.2f}"
+        return f"fed or starved? AU {au} straddles {self.floor:.2f}: more repetitions (repeat=0,1,2,...) decide"
+
+
+def fed(values: Sequence[float], floor: float | None = None, key: str = "") -> Fed | None:
+    """The :class:`Fed` verdict of one configuration's AU repetitions ``values`` (0-1) against ``floor`` (None:
+    :data:`AU_FLOOR`); None without a value. One repetition is judged by its value (its text says n=1)."""
+    vals = [float(v) for v in values if v is not None and v == v]
+    if not vals:
+        return None
+    floor = AU_FLOOR if floor is None or floor != floor else float(floor)
+    e = estimate(key, vals)
+    if e.lo != e.lo:
+        word = "fed" if e.mean >= floor else "starved"
+    else:
+        word = "fed" if e.lo >= floor else "starved" if e.hi < floor else "undecided"
+    return Fed(word, floor, e)

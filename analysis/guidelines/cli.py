@@ -14,6 +14,7 @@ from analysis.checkpoint import checkpoint_frame
 from analysis.frames import METRICS
 from analysis.guidelines.checkpoint import checkpoint_guidelines, checkpoint_json, checkpoint_markdown
 from analysis.guidelines.compare import FORMAT_COLUMNS, LAYOUT_COLUMNS, Settings, compared
+from analysis.guidelines.fed import fed_json, fed_markdown, fed_rows
 from analysis.guidelines.formats import formats_of
 from analysis.guidelines.layouts import layouts_of
 from analysis.guidelines.render import as_json, markdown
@@ -52,8 +53,9 @@ def setup_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("md", "json"), default="md", help="Markdown (default) or JSON")
     parser.add_argument("--where", help="keep the points where this holds, e.g. \"format == 'hdf5' and nodes >= 2\" "
                                           "(columns, literals, comparisons, in [...], and/or/not, arithmetic)")
-    parser.add_argument("--metric", choices=list(METRICS), default="bandwidth_mib_s",
-                        help="what 'best' means (default: bandwidth_mib_s; times: lower is better)")
+    parser.add_argument("--metric", choices=["auto", *METRICS], default="auto",
+                        help="what 'best' means (default auto: au where every point has a compute time, else "
+                             "bandwidth_mib_s; times: lower is better)")
     parser.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (default 2000)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     parser.add_argument("--min-repeats", type=int, default=2, help="repetitions a compared layout needs (default 2)")
@@ -63,11 +65,12 @@ def main(args: argparse.Namespace) -> int:
     if args.bootstrap < 100 or args.min_repeats < 2:
         raise DdlioError("--bootstrap must be at least 100 and --min-repeats at least 2 (an interval needs two "
                          "repetitions)")
-    st = Settings(metric=args.metric, n_boot=args.bootstrap, seed=args.seed, min_repeats=args.min_repeats)
     where = parse_where(args.where)
     store = open_store_for_reading(args.db)
     points = analysis_frame(store, where, "guidelines")
     ck = checkpoint_frame(store, where)
+    st = Settings(metric=auto_metric(points) if args.metric == "auto" else args.metric, n_boot=args.bootstrap,
+                  seed=args.seed, min_repeats=args.min_repeats)
     if points.empty and ck.empty:
         print("no completed points in the store (after --where): nothing to recommend", file=sys.stderr)
         return 1
@@ -77,10 +80,35 @@ def main(args: argparse.Namespace) -> int:
         notes = below_notes(store, points)
         text = (as_json(lay, fmt, stmts, st, notes) if args.format == "json"
                 else markdown(lay, fmt, stmts, st, notes))
+        text = with_fed(text, fed_rows(points), args.format)
     if len(ck):
         text = with_checkpoints(text, ck, st, args.format)
     sys.stdout.write(text + ("\n" if args.format == "json" else ""))
     return 0
+
+
+def auto_metric(points: pd.DataFrame) -> str:
+    """What ``--metric auto`` ranks by: ``au`` where every point has a compute time (AU is then the answer:
+    objective=auto's rule), else ``bandwidth_mib_s``."""
+    if points.empty or "compute_time_s" not in points.columns:
+        return "bandwidth_mib_s"
+    step = pd.to_numeric(points["compute_time_s"], errors="coerce").fillna(0.0)
+    return "au" if bool((step > 0).all()) else "bandwidth_mib_s"
+
+
+def with_fed(text: str, rows: pd.DataFrame, fmt: str) -> str:
+    """The guidelines ``text`` with the accelerators' verdict (:mod:`analysis.guidelines.fed`) leading it: in
+    Markdown right under the title, in JSON as ``accelerators``. Unchanged without a point that has a compute
+    time."""
+    if fmt == "json":
+        doc = json.loads(text)
+        doc["accelerators"] = fed_json(rows)
+        return json.dumps(doc, indent=1)
+    section = fed_markdown(rows)
+    if not section:
+        return text
+    title, _, rest = text.partition("\n\n")
+    return f"{title}\n\n{section}\n{rest}"
 
 
 def with_checkpoints(text: str, ck: pd.DataFrame, st: Settings, fmt: str) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddlio.errors import ConfigError
+from ddlio.evidence import objective_of
 from ddlio.secrets import driver_db, mask
 from ddlio.store import check_store, open_store_for_writing, store_id
 from ddlio.units import format_size
@@ -136,6 +137,13 @@ class Outcome:
     #: its timed I/O, seconds (the slowest rank's, ``io_time_slowest_s``; None where not stored): a point under
     #: :data:`ddlio.evidence.MIN_IO_S` is invalid and counts in no "best"
     io_s: float | None = None
+    #: the objective ``value`` is (``objective=auto`` resolved: ``au`` with a compute time, else
+    #: ``bandwidth_mib_s``; :func:`ddlio.evidence.objective_of`)
+    objective: str = ""
+    #: its read bandwidth (MiB/s) and accelerator utilisation (0-1), whatever the objective: AU ties are broken by
+    #: bandwidth, and a point with a compute time is said fed or starved
+    bandwidth: float | None = None
+    au: float | None = None
 
 
 def run_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], cwd: str,
@@ -152,7 +160,10 @@ def run_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], cwd: s
     tried = set() if tried is None else tried
     batch = validate_batch(composed, cwd)
     specs, driver = batch.unique, composed[0][0]
-    objectives = [str(cfg.get("objective", "bandwidth_mib_s")) for cfg, _ in composed]
+    asked = [str(cfg.get("objective", "auto")) for cfg, _ in composed]
+    # a training step's compute time makes AU the answer (objective=auto); a checkpoint point has no AU
+    objectives = [objective_of(o, s.workload.compute_time if s.kind == "train" else 0)
+                  for o, s in zip(asked, batch.specs, strict=True)]
     warn_striping(specs)
     db = driver_db(driver, cwd)  # the points carry it masked; only this process sees the password
     check_store(db, write=True)  # dialect, driver, server, writable, schema version: before anything is written
@@ -199,16 +210,17 @@ def run_batch(composed: Sequence[tuple[dict[str, Any], tuple[str, ...]]], cwd: s
         if len(fresh) < len(specs):
             echo(f"{len(specs) - len(fresh)} point(s) already tried in this run: answered from the store")
         key_of = {s.point_key: earlier.get(s.point_key, (s.point_key, ""))[0] for s in specs}
-        stored = store.totals(set(key_of.values()), {*objectives, "io_time_slowest_s"})
+        stored = store.totals(set(key_of.values()), {*objectives, "io_time_slowest_s", "bandwidth_mib_s", "au"})
         out = []
         for s, objective in zip(batch.specs, objectives, strict=True):
             status, totals = stored.get(key_of.get(s.point_key, s.point_key), ("", {}))
             if status == "completed" and totals.get(objective) is not None:
-                io = totals.get("io_time_slowest_s")
+                io, bw, au = (totals.get(c) for c in ("io_time_slowest_s", "bandwidth_mib_s", "au"))
                 out.append(Outcome(s, "completed", float(totals[objective]), db=db,
-                                   io_s=None if io is None else float(io)))
+                                   io_s=None if io is None else float(io), objective=objective,
+                                   bandwidth=None if bw is None else float(bw), au=None if au is None else float(au)))
             else:
-                out.append(Outcome(s, "failed" if status == "failed" else "pending", db=db))
+                out.append(Outcome(s, "failed" if status == "failed" else "pending", db=db, objective=objective))
         return out
     finally:
         store.close()

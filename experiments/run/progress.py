@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddlio.evidence import MIN_IO_S, stripe_unapplied, too_short
+from ddlio.evidence import AU_FLOOR, MIN_IO_S, stripe_unapplied, too_short
 from ddlio.identity import cache_text, labels
 from ddlio.records import ResultRecord
 
@@ -63,9 +63,19 @@ def result_line(record: ResultRecord) -> str:
         return ", ".join(f"{m['name']} {m['value']:.4g}{' ' + m['unit'] if m.get('unit') else ''}"
                          for m in record.fields.get("metrics") or ()) or "measured"
     notes = [e.get("cache_note") for e in record.fields.get("epochs", []) if isinstance(e, dict)]
-    return (f"{t['bandwidth_mib_s']:.1f} MiB/s, {t['iops']:.0f} IOPS, "
+    return (f"{t['bandwidth_mib_s']:.1f} MiB/s, {t['iops']:.0f} IOPS, " + au_words(t.get("au"), point)
             + _cache(point.get("cache"), t.get("cache"), point.get("fs_type"), next((n for n in notes if n), None))
             + "".join(f"; warning: {w}" for w in trust_warnings(record)))
+
+
+def au_words(au: Any, point: dict[str, Any]) -> str:
+    """``AU 0.93 (fed, ≥ 0.90), `` for a point with a compute time (``point``: its stored form; AU 0-1 against its
+    ``au_floor``), "" for one without (its AU is 0 by construction)."""
+    if au is None or au != au or not float(point.get("compute_time") or 0) > 0:
+        return ""
+    floor = float(point.get("au_floor", AU_FLOOR))
+    word = f"fed, ≥ {floor:.2f}" if float(au) >= floor else f"starved, < {floor:.2f}"
+    return f"AU {float(au):.2f} ({word}), "
 
 
 def trust_warnings(record: ResultRecord) -> list[str]:

@@ -231,7 +231,7 @@ class DdlioSummary(Callback):
         failed = {o.spec.point_key for _, o in self.outcomes if o.status == "failed"}
         done = [(ov, o) for ov, o in self.outcomes if o.status == "completed"]
         if len({o.spec.point_key for _, o in done}) > 1:
-            print_best(done, str(config.get("objective", "bandwidth_mib_s")))
+            print_best(done, str(config.get("objective", "auto")))
         if failed:
             raise SystemExit(1)
 
@@ -239,8 +239,10 @@ class DdlioSummary(Callback):
 def print_best(done: list[tuple[list[str], Any]], objective: str, echo: Any = print) -> None:
     """Print the best configuration of ``done`` ((overrides, Outcome) pairs) by the mean of its repetitions
     (:mod:`ddlio.evidence`), with its interval, the configurations whose intervals overlap it ("cannot decide"),
-    and its label among the others (:func:`ddlio.identity.labels`). Counts configurations, not runs."""
-    from ddlio.evidence import MIN_IO_S, best_of, stripe_unapplied, too_short  # lazy: plugin discovery stays cheap
+    and its label among the others (:func:`ddlio.identity.labels`). Counts configurations, not runs. By AU (what
+    ``objective=auto`` ranks by where a step time is known), AU ties are broken by bandwidth and the best is said
+    fed or starved against the workload's ``au_floor``, with how many of the configurations are."""
+    from ddlio.evidence import AU_TIE, MIN_IO_S, best_of, stripe_unapplied, too_short  # lazy: discovery stays cheap
     from ddlio.identity import config_key, labels  # lazy: plugin discovery stays cheap
 
     def unapplied(o: Any) -> bool:  # invalid, as analysis.validity says: counted by neither best nor the guidelines
@@ -261,14 +263,19 @@ def print_best(done: list[tuple[list[str], Any]], objective: str, echo: Any = pr
         echo(f"no best: {', '.join(dropped)}: invalid points count nowhere (a stripe layout that was not applied, "
              "or too little timed I/O to trust)")
         return
+    objective, value_of = _ranked_by(objective, [o for _, o in per_point.values()])
     configs = {k: o.spec.to_dict() for k, (_, o) in per_point.items()}
     key_of = {k: config_key(c) for k, c in configs.items()}
     groups: dict[str, list[float]] = {}
     first: dict[str, tuple[list[str], Any]] = {}
+    bandwidths: dict[str, list[float]] = {}
     for k, (ov, o) in per_point.items():
-        groups.setdefault(key_of[k], []).append(float(o.value))
+        groups.setdefault(key_of[k], []).append(value_of(o))
+        bandwidths.setdefault(key_of[k], []).append(o.bandwidth if o.bandwidth is not None else float("nan"))
         first.setdefault(key_of[k], (ov, o))
-    result = best_of(groups)
+    by_au = objective == "au"
+    result = best_of(groups, tiebreak={k: sum(v) / len(v) for k, v in bandwidths.items()} if by_au else None,
+                     near=AU_TIE)
     if result is None:
         return
     shown_configs = {key_of[k]: c for k, c in configs.items()}
@@ -276,10 +283,14 @@ def print_best(done: list[tuple[list[str], Any]], objective: str, echo: Any = pr
     b = result.best
     overrides, o = first[b.key]
     shown = [x for x in overrides if not x.startswith(("data_root=", "db=", "repeat="))]
-    echo(f"best of {result.configurations} configurations by {objective} (maximised): {b.mean:.4g} = mean of "
+    how = f"(maximised, AU within {AU_TIE} of the best ranked by bandwidth_mib_s)" if by_au else "(maximised)"
+    echo(f"best of {result.configurations} configurations by {objective} {how}: {b.mean:.4g} = mean of "
          f"{b.n} repetition{'s' if b.n > 1 else ''}" + (f", 95% bootstrap interval [{b.lo:.4g}, {b.hi:.4g}]"
                                                         if b.n > 1 else " (no interval: add repeat=0,1,2)"))
     echo(f"  {' '.join(shown) or '(defaults)'}    ({label[b.key]}, configuration {b.key})")
+    if by_au:
+        for line in _fed_lines(groups, b.key, {k: oc for k, (_, oc) in first.items()}):
+            echo(line)
     if dropped:
         echo(f"  left out, as the guidelines leave them out: {', '.join(dropped)} (invalid)")
     if result.tied:
@@ -289,3 +300,35 @@ def print_best(done: list[tuple[list[str], Any]], objective: str, echo: Any = pr
         nxt = result.ranked[1]
         echo(f"  separated from the next, {label[nxt.key]} {nxt.text()}" if b.n > 1 else
              f"  next: {label[nxt.key]} {nxt.text()}")
+
+
+def _ranked_by(objective: str, outcomes: list[Any]) -> tuple[str, Any]:
+    """The objective the points of a sweep are ranked by and how to read it off an Outcome: the one their
+    ``objective=`` resolved to (``auto``: au with a compute time), or bandwidth_mib_s where they resolved to
+    different ones (points with and without a compute time: their AUs are not comparable)."""
+    resolved = {o.objective for o in outcomes if o.objective}
+    if len(resolved) == 1:
+        return resolved.pop(), lambda o: float(o.value)
+    if len(resolved) > 1:
+        return "bandwidth_mib_s", lambda o: float(o.bandwidth if o.bandwidth is not None else "nan")
+    return (objective if objective != "auto" else "bandwidth_mib_s"), lambda o: float(o.value)
+
+
+def _fed_lines(groups: dict[str, list[float]], best: str, outcomes: dict[str, Any]) -> list[str]:
+    """Whether the best configuration keeps its accelerators (its ranks) fed, against its workload's AU floor,
+    and how many of the configurations ranked do, each against its own floor (``groups``: configuration key -> its
+    AU repetitions; ``outcomes``: configuration key -> one of its Outcomes)."""
+    from ddlio.evidence import AU_FLOOR, fed  # lazy: plugin discovery stays cheap
+
+    floors = {k: float(getattr(o.spec.workload, "au_floor", AU_FLOOR)) for k, o in outcomes.items()}
+    verdicts = {k: fed(v, floors[k]) for k, v in groups.items()}
+    floor = floors[best]
+    ranks = outcomes[best].spec.ranks
+    word = verdicts[best]
+    lines = [f"  {word.text()}, with {ranks} accelerator{'s' if ranks > 1 else ''} (one a rank)"] if word else []
+    counts = {w: sum(1 for v in verdicts.values() if v and v.word == w) for w in ("fed", "starved", "undecided")}
+    if len(groups) > 1:
+        lines.append(f"  of {len(groups)} configurations: {counts['fed']} fed, {counts['starved']} starved"
+                     + (f", {counts['undecided']} undecided" if counts["undecided"] else "")
+                     + f" at AU ≥ {floor:.2f} (workload.au_floor)")
+    return lines
