@@ -133,7 +133,7 @@ def test_fpp_files_are_a_multiple_of_ranks(tmp_path):
 @pytest.mark.parametrize(
     ("override", "words"),
     [
-        ("format=parquet", ["format=parquet is unknown", "hdf5", "npz", "tfrecord"]),
+        ("format=orc", ["format=orc is unknown", "hdf5", "npz", "tfrecord"]),
         ("stripe=-5", ["stripe=-5", "-1 (all OSTs)"]),
         ("workload.sample_size=0", ["workload.sample_size=0", "at least one byte"]),
         ("data_root=/proc/x", ["data_root=/proc/x", "virtual file system"]),
