@@ -87,7 +87,7 @@ def test_a_sweep_with_a_compute_time_ranks_by_au_and_says_fed_or_starved(sweep, 
     with sqlite3.connect(tmp_path / "r.db") as c:
         aus = dict(c.execute("SELECT format, au FROM points").fetchall())
     best_au = float(re.search(r"\): (\S+) = mean", p.stdout).group(1))
-    assert best_au == pytest.approx(max(aus.values()), rel=1e-3)
+    assert best_au == pytest.approx(max(aus.values()), abs=0.0101)  # AU within 0.01 of the best: by bandwidth
     assert verdict.group(1) == ("fed" if best_au >= 0.9 else "starved")
 
     table = analysis("summary", "--db", str(tmp_path / "r.db"))
