@@ -26,6 +26,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ddlio.units import format_size
+
 #: the workload presets the rules apply to: ``workload.name`` starting with it
 PRESET_PREFIX = "mlperf/"
 #: the dataset is at least this many times the client nodes' memory together
@@ -39,14 +41,6 @@ APART, SAME = "apart", "same"
 def is_mlperf(workload_name: Any) -> bool:
     """Whether a point of workload preset ``workload_name`` is one of MLPerf Storage's (the rules apply)."""
     return isinstance(workload_name, str) and workload_name.startswith(PRESET_PREFIX)
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024:
-            return f"{n:.3g} {unit}"
-        n /= 1024
-    return f"{n:.3g} TiB"
 
 
 def steps_per_epoch(samples: int, batch_size: int, ranks: int) -> int:
@@ -64,8 +58,8 @@ def size_shortfalls(samples: int, sample_size: int, batch_size: int, ranks: int,
     if node_memory is not None and node_memory == node_memory and node_memory > 0:
         need = MEMORY_MULTIPLE * float(node_memory) * max(int(nodes), 1)
         if data < need:
-            out.append(f"the dataset ({_size(data)}) is less than {MEMORY_MULTIPLE} x the nodes' memory "
-                       f"({max(int(nodes), 1)} x {_size(float(node_memory))}: needs {_size(need)})")
+            out.append(f"the dataset ({format_size(data)}) is less than {MEMORY_MULTIPLE} x the nodes' memory "
+                       f"({max(int(nodes), 1)} x {format_size(float(node_memory))}: needs {format_size(need)})")
     steps = steps_per_epoch(samples, batch_size, ranks)
     if steps < MIN_STEPS_PER_EPOCH:
         out.append(f"{steps} steps an epoch < {MIN_STEPS_PER_EPOCH} ({samples} samples / (batch {batch_size} x "

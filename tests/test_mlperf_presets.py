@@ -227,8 +227,8 @@ def test_an_mlperf_sized_run_apart_from_its_results_is_valid():
 
 def test_a_dataset_under_five_times_the_nodes_memory_is_not_an_mlperf_sized_run():
     v = verdicts(_points(nodes=2), {"e1": 64 * GIB})  # 390.6 GiB < 5 x 2 x 64 GiB
-    assert v["invalid_reasons"][0] == ("not an MLPerf-sized run: the dataset (391 GiB) is less than 5 x the nodes' "
-                                       "memory (2 x 64 GiB: needs 640 GiB)")
+    assert v["invalid_reasons"][0] == ("not an MLPerf-sized run: the dataset (390.6 GiB) is less than 5 x the "
+                                       "nodes' memory (2 x 64.0 GiB: needs 640.0 GiB)")
 
 
 def test_an_epoch_under_500_steps_is_not_an_mlperf_sized_run():

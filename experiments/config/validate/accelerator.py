@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from experiments.config.validate.values import fraction
+
 
 def given(overrides: tuple[str, ...], key: str) -> bool:
     """Whether the command line set ``key`` (``key=``, ``+key=``, ``++key=``)."""
@@ -75,16 +77,8 @@ def _choices(table: dict[str, float]) -> str:
 
 def check_scale(problems: list[str], w: dict[str, Any]) -> float:
     """``workload.scale``: a fraction in (0, 1] (1: the preset's whole dataset)."""
-    value = w.get("scale", 1.0)
-    try:
-        scale = float(value)
-    except (TypeError, ValueError):
-        scale = math.nan
-    if isinstance(value, bool) or not 0 < scale <= 1:
-        problems.append(f"workload.scale={value!r} must be a fraction in (0, 1]: the share of the preset's samples a "
-                        "point reads, e.g. 0.01 (1 = the whole dataset)")
-        return 1.0
-    return scale
+    return fraction(problems, "workload.scale", w.get("scale", 1.0), 1.0,
+                    ": the share of the preset's samples a point reads, e.g. 0.01 (1 = the whole dataset)")
 
 
 def scaled_samples(samples: Any, scale: float, ranks: int, access: str) -> Any:

@@ -30,6 +30,19 @@ def positive(problems: list[str], key: str, value: Any, unit: str, hi: float) ->
     return float(value)
 
 
+def fraction(problems: list[str], key: str, value: Any, default: float, example: str) -> float:
+    """``value`` as a fraction in (0, 1] (``default`` to go on with when it is not one; ``example`` ends the
+    message: what the key means and a value to give)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if isinstance(value, bool) or not 0 < number <= 1:
+        problems.append(f"{key}={value!r} must be a fraction in (0, 1]{example}")
+        return default
+    return number
+
+
 def seconds(problems: list[str], key: str, value: Any) -> float:
     """A finite number of seconds >= 0, as a float."""
     if not isinstance(value, (int, float)) or value < 0 or not math.isfinite(value):

@@ -9,7 +9,7 @@ from typing import Any
 
 from ddlio.units import format_size
 from experiments.config.schema import CACHE_POLICIES, DEVICES, MAX_SAMPLE_SIZE, SHUFFLES, START_METHODS
-from experiments.config.validate.values import choice, int_range, size
+from experiments.config.validate.values import choice, fraction, int_range, size
 from experiments.formats.base import parse_payload
 
 
@@ -93,15 +93,8 @@ def check_loop(problems: list[str], w: dict[str, Any]) -> dict[str, Any]:
 
 def au_floor(problems: list[str], value: Any) -> float:
     """``workload.au_floor``: a fraction in (0, 1] (accelerator utilisation, compute time over wall time)."""
-    try:
-        floor = float(value)
-    except (TypeError, ValueError):
-        floor = math.nan
-    if isinstance(value, bool) or not 0 < floor <= 1:
-        problems.append(f"workload.au_floor={value!r} must be a fraction in (0, 1], e.g. 0.9 (MLPerf Storage's "
-                        "floor) or 0.7 (CosmoFlow's)")
-        return 0.9
-    return floor
+    return fraction(problems, "workload.au_floor", value, 0.9,
+                    ", e.g. 0.9 (MLPerf Storage's floor) or 0.7 (CosmoFlow's)")
 
 
 def check_cache(problems: list[str], w: dict[str, Any]) -> dict[str, Any]:
