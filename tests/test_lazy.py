@@ -167,7 +167,8 @@ def test_a_registry_imports_an_implementation_when_its_name_is_first_looked_up()
             "print(json.dumps([names, untouched, same, [m for m in mods() if m not in before], refused]))\n")
     p = _fresh(code)
     names, untouched, same, after, refused = json.loads(p.stdout)
-    assert names == [["hdf5", "tfrecord", "npz", "npy", "bin", "jpeg", "png"], 7, True, False, ["local", "slurm"]]
+    formats = ["hdf5", "tfrecord", "npz", "npy", "bin", "jpeg", "png", "parquet"]
+    assert names == [formats, 8, True, False, ["local", "slurm"]]
     assert untouched and same and refused
     assert "experiments.formats.npz" in after and "experiments.formats.hdf5" not in after  # npz and what it uses
     assert not [m for m in after if m.startswith("experiments.executors.")]
