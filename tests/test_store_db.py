@@ -301,7 +301,8 @@ def test_a_postgresql_upgrade_to_version_4_fills_config_digests(pg_url, tmp_path
 
 #: every command that only reads the store, with the arguments it needs (its outputs under the test's tmp_path)
 READERS = {"summary": [], "status": [], "figures": ["--out", "figs"], "guidelines": [], "report": ["--out", "r.html"],
-           "query": ["SELECT count(*) FROM points"], "export": ["--out", "points.csv"], "diagnose": []}
+           "query": ["SELECT count(*) FROM points"], "export": ["--out", "points.csv"], "diagnose": [],
+           "predict": ["--at", "ppn=8"]}
 
 
 def _source(module: str) -> str:
