@@ -19,9 +19,8 @@ from analysis.reading import (
     release_freed_memory,
     shared_texts,
 )
-from analysis.validity import verdicts
+from analysis.validity import fed_columns, verdicts
 from analysis.where import Filter
-from ddlio.evidence import AU_FLOOR
 from ddlio.store import Environment, Epoch, Measurement, Point, StoreReader
 
 #: The columns of ``summary`` (and of its csv), in order.
@@ -90,28 +89,6 @@ def summary_frame(store: StoreReader) -> pd.DataFrame:
         df[c] = df["point_key"].map(dict(zip(done["point_key"], done.get(c, pd.Series(dtype=object)), strict=True)))
     df["au_floor"], df["fed"] = fed_columns(df)
     return df.reindex(columns=SUMMARY_COLUMNS).reset_index(drop=True)
-
-
-def fed_columns(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """Each point's AU floor (its stored ``au_floor``, 0-1; :data:`~ddlio.evidence.AU_FLOOR` where it was stored
-    before the knob, or is not given) and its verdict ``fed`` / ``starved`` by its AU against it: None for a point
-    with no compute time (its AU is 0 by construction) or not completed. ``df``: a frame with ``config`` (the stored
-    form as JSON text), ``au``, ``compute_time_s`` and ``status``."""
-    import json  # lazy: only here
-
-    def floor(text: Any) -> float:
-        try:
-            value = json.loads(text).get("au_floor", AU_FLOOR) if isinstance(text, str) else AU_FLOOR
-            return float(value)
-        except (ValueError, TypeError, AttributeError):
-            return AU_FLOOR
-
-    floors = df["config"].map(floor) if "config" in df else pd.Series(AU_FLOOR, index=df.index)
-    au = pd.to_numeric(df.get("au"), errors="coerce")
-    step = pd.to_numeric(df.get("compute_time_s"), errors="coerce").fillna(0.0)
-    judged = (df["status"] == "completed") & (step > 0) & au.notna()
-    words = pd.Series(np.where(au >= floors, "fed", "starved"), index=df.index, dtype=object).where(judged, None)
-    return floors.astype(float), words
 
 
 def status_counts(store: StoreReader) -> dict[str, int]:

@@ -32,10 +32,11 @@ import numpy as np
 import pandas as pd
 
 from analysis.configs import row_codes
-from ddlio.evidence import DEFAULT_STRIPE, MIN_IO_S, stripe_unapplied, too_short
+from ddlio.evidence import AU_FLOOR, DEFAULT_STRIPE, MIN_IO_S, stripe_unapplied, too_short
 from ddlio.mlperf import apart_shortfall, is_mlperf, size_shortfalls
 
-__all__ = ["DEFAULT_STRIPE", "MAX_CV", "MIN_IO_S", "MIN_STEPS", "is_valid", "left_out_note", "valid_only", "verdicts"]
+__all__ = ["DEFAULT_STRIPE", "MAX_CV", "MIN_IO_S", "MIN_STEPS", "fed_columns", "is_valid", "left_out_note",
+           "valid_only", "verdicts"]
 
 #: fewest training steps (batches per rank, over all epochs) a valid point has
 MIN_STEPS = 2
@@ -169,3 +170,25 @@ def left_out_note(bad: pd.DataFrame, total: int) -> str:
     counts = kinds.value_counts()
     return (f"{len(bad)} of {total} points left out as invalid: "
             + ", ".join(f"{n}x {k.strip()}" for k, n in counts.items()))
+
+
+def fed_columns(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Each point's AU floor (its stored ``au_floor``, 0-1; :data:`~ddlio.evidence.AU_FLOOR` where it was stored
+    before the knob, or is not given) and its verdict ``fed`` / ``starved`` by its AU against it: None for a point
+    with no compute time (its AU is 0 by construction) or not completed. ``df``: a frame with ``config`` (the stored
+    form as JSON text), ``au``, ``compute_time_s`` and ``status``."""
+    import json  # lazy: only here
+
+    def floor(text: object) -> float:
+        try:
+            value = json.loads(text).get("au_floor", AU_FLOOR) if isinstance(text, str) else AU_FLOOR
+            return float(value)
+        except (ValueError, TypeError, AttributeError):
+            return AU_FLOOR
+
+    floors = df["config"].map(floor) if "config" in df else pd.Series(AU_FLOOR, index=df.index)
+    au = pd.to_numeric(df.get("au"), errors="coerce")
+    step = pd.to_numeric(df.get("compute_time_s"), errors="coerce").fillna(0.0)
+    judged = (df["status"] == "completed") & (step > 0) & au.notna()
+    words = pd.Series(np.where(au >= floors, "fed", "starved"), index=df.index, dtype=object).where(judged, None)
+    return floors.astype(float), words

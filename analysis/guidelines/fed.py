@@ -15,8 +15,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.below import holds_first_read
-from analysis.query import fed_columns
-from analysis.validity import is_valid
+from analysis.validity import fed_columns, is_valid
 from ddlio.evidence import fed
 
 #: the columns of :func:`fed_rows`, in order
