@@ -50,7 +50,7 @@ ALL_METRICS = [
     "write_bandwidth_mib_s", "write_duration_max_s", "write_throughput_gib_s", "fsync_time_s", "write_meta_time_s",
     "write_lat_p50_us", "write_lat_p99_us", "writes", "bytes_read", "os_read_bytes", "read_time_s",
     "read_bandwidth_mib_s", "read_duration_max_s", "read_throughput_gib_s", "read_meta_time_s", "read_lat_p50_us",
-    "read_lat_p99_us", "reads", "restore_resident_fraction", "write_to_read_s",
+    "read_lat_p99_us", "reads", "restore_resident_fraction", "write_to_read_s", "write_crc_time_s", "read_copy_time_s",
 ]
 #: the checkpoint part's keys that are columns of :func:`checkpoint_frame` (with their value when missing)
 CHECKPOINT_KEYS: dict[str, Any] = {"name": "custom", "layout": "dcp", "size": 0, "transfer_size": 0, "count": 1,

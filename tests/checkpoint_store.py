@@ -34,7 +34,7 @@ UNITS = {
     "write_lat_p99_us": "us", "writes": "", "bytes_read": "bytes", "os_read_bytes": "bytes", "read_time_s": "s",
     "read_bandwidth_mib_s": "MiB/s", "read_duration_max_s": "s", "read_throughput_gib_s": "GiB/s",
     "read_meta_time_s": "s", "read_lat_p50_us": "us", "read_lat_p99_us": "us", "reads": "",
-    "restore_resident_fraction": "", "write_to_read_s": "s",
+    "restore_resident_fraction": "", "write_to_read_s": "s", "write_crc_time_s": "s", "read_copy_time_s": "s",
 }
 
 

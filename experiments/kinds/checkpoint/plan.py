@@ -115,6 +115,16 @@ class CheckpointPlan:
         """Where ``rank``'s shard starts in its file (bytes): its prefix sum in the shared file, else 0."""
         return sum(self.shard_bytes[:rank]) if self.access == "shared" else 0
 
+    def pieces_of(self, rank: int) -> tuple[int, ...]:
+        """``rank``'s pieces, bytes each, in the order it writes them."""
+        return tuple(b for _, b in self.pieces[rank])
+
+    @property
+    def serialised(self) -> bool:
+        """Whether each piece is a ``torch.save`` record, checksummed as it is written (``access=fpp``: the dcp and
+        torch layouts; N-1 is no file torch writes)."""
+        return self.access != "shared"
+
     @property
     def indexed(self) -> bool:
         """Whether rank 0 writes the ``.metadata`` index (dcp and shared)."""

@@ -5,16 +5,20 @@ checkpoints, fills it with that checkpoint's bytes (untimed: a training step cha
 save at the same instant (a barrier): create or open its file, write the shard in calls of ``transfer_size``
 bytes at its offset, ``fsync``, close; with an index (dcp, shared) rank 0 writes ``.metadata`` once every rank's
 data is written, and the save ends on every rank when it is (DCP's finish step). Bytes are counted from what the
-write calls returned; each call is timed, and the open, close and fsync apart.
+write calls returned; each call is timed, and the open, close and fsync apart. The layouts torch writes
+(``access=fpp``: dcp, torch) checksum each piece before writing it, as ``torch.save`` does (timed apart).
 
 After the last save every node leader empties the page cache of every checkpoint file (and a client's own cache,
 ceph-fuse's) and measures what stayed resident (mincore), as for datasets. Then each checkpoint is restored: rank 0
-reads the index (dcp, shared) and hands it on, and rank ``r`` reads rank ``r + read_shift``'s shard into its memory
-in calls of ``transfer_size`` bytes. The restored bytes are compared with what was written after the timed phase.
+reads the index (dcp, shared) and hands it on, and rank ``r`` reads rank ``r + read_shift``'s shard in calls of
+``transfer_size`` bytes, each piece into a new buffer then copied into its state (timed apart), as DCP's load and
+``torch.load`` + ``load_state_dict`` do, or with ``restore_into=state`` straight into the state. What torch does, and
+where: :mod:`experiments.kinds.checkpoint.calls`. The restored bytes are compared with what was written after the
+timed phase.
 
 Rank 0 writes the result (JSON) the kind (:mod:`experiments.kinds.checkpoint`) stores: per checkpoint, the bytes,
 the slowest rank's time in its calls (Darshan's view), the largest per-rank duration (MLPerf's), fsync and
-metadata time, latency histograms and the /proc counters' deltas.
+metadata time, the checksums' and copies' time, latency histograms and the /proc counters' deltas.
 """
 
 from __future__ import annotations
@@ -31,11 +35,11 @@ from typing import Any
 import numpy as np
 
 from ddlio.errors import KernelError
-from ddlio.metrics import histogram
 from ddlio.mpistep import announce_started, last_words
 from ddlio.plain import write_json_atomic
 from experiments.formats.pcg64 import random_bytes
 from experiments.kernel.guards import guarded_barrier, inject
+from experiments.kinds.checkpoint.calls import Counter, Phase, read_range, write_file
 from experiments.kinds.checkpoint.plan import METADATA, CheckpointPlan
 from lustre.io import StorageIO
 from lustre.registry import io_for
@@ -50,80 +54,6 @@ def fill(buf: np.ndarray, seed: int, k: int, shard: int) -> None:
     (seed, k, shard), so a restore can be checked against them without keeping a copy (the PCG64 stream datasets
     are generated from: :func:`experiments.formats.pcg64.random_bytes`)."""
     random_bytes((seed, k, shard), len(buf), out=buf)
-
-
-class Counter:
-    """This process's /proc I/O counters (``wchar``, ``write_bytes``, ``rchar``, ``read_bytes``: bytes) through the
-    storage's I/O seam."""
-
-    FIELDS = (b"wchar", b"write_bytes", b"rchar", b"read_bytes")
-
-    def __init__(self, io: StorageIO) -> None:
-        self.io = io
-        try:
-            self.handle: Any = io.open_counter("/proc/self/io")
-        except OSError:
-            self.handle = None
-
-    def now(self) -> dict[str, int] | None:
-        if self.handle is None:
-            return None
-        out = {}
-        for line in self.io.read_counter(self.handle).splitlines():
-            name, _, value = line.partition(b":")
-            if name in self.FIELDS:
-                out[name.decode()] = int(value)
-        return out
-
-
-class Phase:
-    """One rank's calls in one save or restore: bytes the data calls returned, their latencies (ns), and the time
-    in open/create/close (``meta_ns``), fsync (``fsync_ns``) and data calls (``data_ns``)."""
-
-    def __init__(self) -> None:
-        self.bytes = 0
-        self.lat: list[int] = []
-        self.meta_ns = 0
-        self.fsync_ns = 0
-        self.data_ns = 0
-        self.copy_ns = 0
-        self.files = 0
-
-    def timed_meta(self, fn: Any, *args: Any) -> Any:
-        t = _ns()
-        out = fn(*args)
-        self.meta_ns += _ns() - t
-        return out
-
-    def figures(self, duration_ns: int, counters: tuple[dict[str, int] | None, dict[str, int] | None]
-                ) -> dict[str, Any]:
-        """The rank's figures (seconds, bytes, the latency histogram)."""
-        before, after = counters
-        delta = {k: after[k] - before[k] for k in after} if before and after else {}
-        io_ns = self.meta_ns + self.fsync_ns + self.data_ns
-        return {"bytes": self.bytes, "calls": len(self.lat), "io_s": io_ns / 1e9,
-                "meta_s": self.meta_ns / 1e9, "fsync_s": self.fsync_ns / 1e9, "data_s": self.data_ns / 1e9,
-                "duration_s": duration_ns / 1e9, "files": self.files, "copy_s": self.copy_ns / 1e9,
-                "hist": histogram(np.asarray(self.lat, dtype=np.int64)).tolist() if self.lat else [],
-                "proc": delta}
-
-
-def _write_file(io: StorageIO, phase: Phase, path: Path, data: np.ndarray, offset: int, transfer: int,
-                shared: bool) -> None:
-    fd = phase.timed_meta(io.open_shared if shared else io.create, path)
-    phase.files += 1
-    try:
-        for at in range(0, len(data), transfer):
-            t = _ns()
-            phase.bytes += io.write_at(fd, data[at:at + transfer], offset + at)
-            dt = _ns() - t
-            phase.lat.append(dt)
-            phase.data_ns += dt
-        t = _ns()
-        io.sync(fd)
-        phase.fsync_ns += _ns() - t
-    finally:
-        phase.timed_meta(io.close, fd)
 
 
 #: seconds a rank waits for the others at a barrier before it aborts the step (the point's cluster.hang_timeout_s)
@@ -147,13 +77,13 @@ def save(comm: Any, io: StorageIO, plan: CheckpointPlan, k: int, buf: np.ndarray
     c0 = counter.now()
     together(comm, f"the start of checkpoint {k}'s save")
     t0 = _ns()
-    _write_file(io, phase, d / plan.data_file(rank), mine, plan.offset(rank), plan.transfer_size,
-                plan.access == "shared")
+    write_file(io, phase, d / plan.data_file(rank), mine, plan.offset(rank), plan.transfer_size,
+               plan.access == "shared", plan.pieces_of(rank) if plan.serialised else ())
     if plan.indexed:  # the coordinator writes the index once every rank's data is written (DCP's finish step)
         comm.gather(phase.bytes, root=0)
         if rank == 0:
             index = np.frombuffer(plan.index(), dtype=np.uint8)
-            _write_file(io, phase, d / METADATA, index, 0, plan.transfer_size, False)
+            write_file(io, phase, d / METADATA, index, 0, plan.transfer_size, False)
         comm.bcast(None, root=0)
     end = _ns()
     return phase.figures(end - t0, (c0, counter.now()))
@@ -184,16 +114,15 @@ def restore(comm: Any, io: StorageIO, plan: CheckpointPlan, k: int, buf: np.ndar
         for _name, size in plan.pieces[src]:
             what = f"checkpoint {k}: rank {rank} read of shard {src} in {path}"
             if not plan.staging:  # restore_into=state: straight into the state's memory
-                _read_range(io, phase, fd, memoryview(buf)[at:at + size], base + at, plan.transfer_size, what)
+                read_range(io, phase, fd, memoryview(buf)[at:at + size], base + at, plan.transfer_size, what)
                 at += size
                 continue
             # as DCP's load and torch.load then load_state_dict do: each piece is read into a new tensor, then
-            # copied into the model's state (the copy is part of the restore's duration, not of its calls' time)
+            # copied into the model's state (the copy is part of the restore's duration, not of its calls' time;
+            # calls.py says where torch does it)
             staging = np.empty(size, dtype=np.uint8)
-            _read_range(io, phase, fd, memoryview(staging), base + at, plan.transfer_size, what)
-            t = _ns()
-            buf[at:at + size] = staging
-            phase.copy_ns += _ns() - t
+            read_range(io, phase, fd, memoryview(staging), base + at, plan.transfer_size, what)
+            phase.copy(buf[at:at + size], staging)
             del staging
             at += size
     finally:
@@ -202,28 +131,12 @@ def restore(comm: Any, io: StorageIO, plan: CheckpointPlan, k: int, buf: np.ndar
     return phase.figures(end - t0, (c0, counter.now()))
 
 
-def _read_range(io: StorageIO, phase: Phase, fd: Any, view: memoryview, offset: int, transfer: int,
-                what: str) -> None:
-    """Read ``len(view)`` bytes at ``offset`` into ``view`` in calls of ``transfer`` bytes, each timed."""
-    at, want = 0, len(view)
-    while at < want:
-        t = _ns()
-        n = io.read_into(fd, view[at:at + transfer], offset + at)
-        dt = _ns() - t
-        phase.lat.append(dt)
-        phase.data_ns += dt
-        if n <= 0:
-            raise KernelError(f"{what}: the file ends {want - at} bytes before the shard or index does")
-        at += n
-        phase.bytes += n
-
-
 def _read_index(io: StorageIO, phase: Phase, path: Path, transfer: int) -> dict[str, Any]:
     fd = phase.timed_meta(io.open, path)
     phase.files += 1
     try:
         raw = bytearray(io.size(fd))
-        _read_range(io, phase, fd, memoryview(raw), 0, transfer, f"the index {path}")
+        read_range(io, phase, fd, memoryview(raw), 0, transfer, f"the index {path}")
     finally:
         phase.timed_meta(io.close, fd)
     return json.loads(bytes(raw))
