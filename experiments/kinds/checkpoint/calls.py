@@ -4,7 +4,8 @@ read a range in calls of ``transfer_size`` bytes, each call timed and its return
 
 Beside the calls, the memory work PyTorch does around them, timed apart from the calls (as fsync is), so that
 Darshan's view (the time in the calls) stays the calls' and MLPerf's (the per-rank duration) holds everything a
-trainer's save or restore does. What PyTorch does, read from the installed torch 2.13 (``torch/...``):
+trainer's save or restore does. What PyTorch does, read from the installed torch 2.13 (paths under
+``torch/distributed/checkpoint/`` where no other is given; ``_storage_utils.py`` only picks the reader and writer):
 
 - **Save** (``checkpoint.layout=dcp`` and ``torch``). DCP's ``filesystem.py::_write_files_from_queue`` hands each
   tensor (``_SerialCpuLoader.values``: ``detach()``, ``cpu()``, a ``clone()`` only where the tensor is a view of a
@@ -15,16 +16,18 @@ trainer's save or restore does. What PyTorch does, read from the installed torch
   (``serialization.py::get_crc32_options``, ``config.save.compute_crc32``, on by default; miniz's
   ``mz_zip_writer_add_mem_ex_v2``): a pass over every byte of the state. :meth:`Phase.checksum` makes that pass
   (``zlib.crc32``, the same polynomial; the same speed as ``torch.save``'s here: 0.049 and 0.047 s for 200 MiB) on
-  each piece before the first write that reaches it (``crc_ns``). The zip's own records (a few hundred bytes an
-  item: header, pickle, version) are not written. ``access=shared`` (N-1) is no file torch writes: no checksum.
+  each piece before the first write that reaches it (``crc_ns``). The zip's own records (about 1.5 KiB an item:
+  headers, pickle, version, padding) are not written. ``access=shared`` (N-1) is no file torch writes: no checksum.
 - **Restore**. DCP's ``filesystem.py::FileSystemReader.read_data`` ``torch.load``\\ s each item from a view of the
   file (``utils.py::_create_file_view``) into a new tensor (the zip reader ``readinto``\\ s the record into a fresh
   storage: one call, checked), then copies it into the target, ``planner.resolve_tensor(req).detach().copy_``
   (``default_planner.py::DefaultLoadPlanner.resolve_tensor``, ``commit_tensor`` a no-op). ``layout=torch``'s
   ``torch.load`` allocates fresh storages the same way, and ``Module.load_state_dict`` copies them into the
   parameters (``nn/modules/module.py::_load_from_state_dict``: ``param.copy_(input_param)``), so both layouts read
-  each piece into a new buffer and copy it (``copy_ns``). ``torch.load`` checks no CRC (a record with a flipped
-  byte loads: checked), so a restore computes none.
+  each piece into a new buffer and copy it (``copy_ns``); so does ``access=shared`` (a loader of any file reads
+  into fresh tensors), and ``checkpoint.restore_into=state`` reads straight into the state instead, as an in-place
+  loader does. ``torch.load`` checks no CRC (a record with a flipped byte loads: checked), so a restore computes
+  none.
 """
 
 from __future__ import annotations
