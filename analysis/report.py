@@ -374,13 +374,14 @@ def _checkpoint_section(ck: pd.DataFrame, st: G.Settings) -> list[str]:
                      + html_table(rows[cols].rename(columns={"setting": "checkpoint"}),
                                   _verdict_class(rows["verdict"])))
     metrics = ["write_bandwidth_mib_s", "read_bandwidth_mib_s", "write_throughput_gib_s", "read_throughput_gib_s",
-               "fsync_time_s", "write_meta_time_s"]
+               "fsync_time_s", "write_meta_time_s", "write_crc_time_s", "read_copy_time_s"]
     cfg = checkpoint_configs(ck, metrics)
     shown = cfg[["label", "n", *[f"{m}_mean" for m in metrics]]].rename(columns={
         "label": "configuration", "n": "repetitions", "write_bandwidth_mib_s_mean": "write MiB/s",
         "read_bandwidth_mib_s_mean": "restore MiB/s", "write_throughput_gib_s_mean": "write GiB/s (MLPerf)",
         "read_throughput_gib_s_mean": "restore GiB/s (MLPerf)", "fsync_time_s_mean": "fsync s",
-        "write_meta_time_s_mean": "write metadata s"})
+        "write_meta_time_s_mean": "write metadata s", "write_crc_time_s_mean": "save checksums s",
+        "read_copy_time_s_mean": "restore copies s"})
     parts.append(f"<h3>Checkpoint configurations ({len(cfg)}; mean of repetitions)</h3>"
                  + html_table(shown.head(MAX_CONFIG_ROWS)))
     return parts

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from checkpoint_store import MIB, UNITS, checkpoint_store
 
+from analysis.__main__ import main as analysis_main
 from analysis.checkpoint import ALL_METRICS, checkpoint_frame
 from ddlio.store import open_store_for_reading
 from experiments.kinds.checkpoint import CheckpointKind
@@ -165,3 +166,6 @@ def test_the_kinds_metrics_are_columns_and_points_stored_before_the_new_ones_rea
     assert np.isnan(ck.loc[0, "write_crc_time_s"]) and np.isnan(ck.loc[0, "read_copy_time_s"])
     assert ck.loc[1, "write_crc_time_s"] == 0.25 and ck.loc[1, "read_copy_time_s"] == 0.5
     assert ck.loc[0, "write_bandwidth_mib_s"] == 100.0 and ck.loc[0, "bytes_written"] == 64 * MIB
+    out = tmp_path / "r.html"
+    assert analysis_main(["report", "--db", str(tmp_path / "ck.db"), "--out", str(out)]) == 0
+    assert "save checksums s" in out.read_text() and "restore copies s" in out.read_text()
