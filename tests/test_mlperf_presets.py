@@ -52,7 +52,12 @@ EXPECTED = {
 
 
 def _format_of(text: str) -> str:
-    return re.search(r"override /format: (\w+)", text).group(1)
+    """The format a preset picks: a plain one (``npz``) or one of conf/format/mlperf/ (MLPerf's schema of a format,
+    whose ``/schema/format/<name>`` says which)."""
+    choice = re.search(r"override /format: ([\w/]+)", text).group(1)
+    if "/" not in choice:
+        return choice
+    return re.search(r"/schema/format/(\w+)@_here_", (ROOT / "conf" / "format" / f"{choice}.yaml").read_text()).group(1)
 
 
 def _line(text: str, key: str, value: float) -> str:
@@ -274,3 +279,34 @@ def test_the_store_of_a_database_server_is_not_probed(tmp_path):
     assert got == {"run_dir": mlperf.SAME, "store": "server"}
     got = mlperf.results_apart(tmp_path / "runs", tmp_path / "datasets", f"sqlite:///{tmp_path / 'r.db'}")
     assert got["store"] == mlperf.SAME
+
+
+#: MLPerf's DLRM columns, feature_000..feature_199 of configs/dlio/workload/dlrm_b200.yaml, one letter each (h
+#: float16, f float32, d float64, b int8), transcribed a second time, apart from conf/format/mlperf/dlrm.yaml
+DLRM_TYPES = ("hhddfhfbhbffdfbhfffhddddhffhhfdfdfhhdbbbhfhfdbdddffbbfffbfhfdhdbfhbfhfhfhffdhbfdbbffhbhbfbffhfddfhbh"
+              "hdhfdhhfdfddbhhbbdfbhhbbbhbbfbhfdhhdhfddhfbbdfdfddbbbddffbfhfhfhdhdhfbdhbdbbbbhhbdddhdbbhfdbdfdffddh")
+#: the features that file marks ``read: true``
+DLRM_READ = [11, 17, 18, 20, 25, 31, 41, 43, 49, 53, 58, 59, 67, 68, 71, 74, 75, 88, 90, 91, 92, 93, 94, 96, 97, 116,
+             117, 137, 141, 147, 154, 155, 158, 160, 162, 169, 180, 186, 189, 195]
+
+
+@pytest.mark.parametrize("name, columns, read, row_group, size", [
+    ("dlrm", [{"h": "float16", "f": "float32", "d": "float64", "b": "int8"}[c] for c in DLRM_TYPES], DLRM_READ,
+     6144, 761),
+    # flux_b200.yaml: t5_encodings, clip_encodings, mean, logvar, timestamp (float32, sizes as given), no group size
+    ("flux", ["float32:524328", "float32:409", "float32:8232", "float32:8232", "float32:7"], [], 1024, 2_164_832),
+])
+def test_the_parquet_presets_carry_mlperfs_schema(tmp_path, name, columns, read, row_group, size):
+    from experiments.formats.parquet import column_widths, expand_columns
+
+    over = (f"workload=mlperf/{name}", "accelerator=b200", "workload.scale=0.00001")
+    cfg = _composed(tmp_path, *over)
+    fmt = cfg["format"]
+    assert (fmt["name"], expand_columns(fmt["columns"]), fmt["read"], fmt["row_group_size"], fmt["compression"]) == \
+        ("parquet", columns, read, row_group, "none")
+    assert len(DLRM_TYPES) == 200 and sum(column_widths(columns, size)) == size  # the columns fill the sample
+    spec = validate(cfg, tmp_path, over)
+    assert spec.format.name == "parquet" and spec.workload.sample_size == size
+    # another format given after the preset takes its place whole: no parquet option follows it
+    other = (f"workload=mlperf/{name}", "format=npz", "workload.scale=0.00001")
+    assert validate(_composed(tmp_path, *other), tmp_path, other).format.name == "npz"
