@@ -3,10 +3,11 @@
 Per configuration (every knob but the scale axis fixed: :func:`ddlio.identity.config_key` without ``nodes``, without
 ``ppn``, or without both for ``ranks``), the bounded model of :mod:`analysis.scalemodel` is fitted on the valid
 points' repetitions at the measured scales, and gives the bandwidth at the asked scale with a bootstrap prediction
-interval. Every fit checks itself: refitted without the largest measured scale, it predicts that scale, and the
-relative error is reported. A configuration is refused, with the reason in one line, when it was measured at fewer
-than :data:`MIN_SCALES` scales, when the asked scale is beyond :data:`MAX_REACH` × the largest measured one, or when
-the held-out error passes :data:`MAX_HELD_OUT`.
+interval. Every fit checks itself: refitted without the largest measured scale (the same form, where the smaller
+scales suffice: :func:`~analysis.scalemodel.held_out`), it predicts that scale, and the relative error is reported.
+A configuration is refused, with the reason in one line, when it was measured at fewer than :data:`MIN_SCALES`
+scales, when the asked scale is beyond :data:`MAX_REACH` × the largest measured one, or when the held-out error
+passes :data:`MAX_HELD_OUT`.
 
 Where the workload has a compute time, the answer is also said in accelerators: a rank (an accelerator) needs
 ``batch_size × sample_size / compute_time`` bytes a second to be kept busy; with its I/O overlapped with compute
@@ -154,13 +155,14 @@ def _one(g: pd.DataFrame, label: str, key: str, axis: str, at: int, draws: int, 
                      f"{axis}={int(MAX_REACH * top)})")
         return p
     r, y = g["ranks"].to_numpy(dtype=float), g["bandwidth_mib_s"].to_numpy(dtype=float)
-    p.check = held_out(r, y)
+    model = fit(r, y)
+    p.check = held_out(r, y, model.form)
     if p.check.error > MAX_HELD_OUT:
         p.refused = (f"the held-out check failed: {axis}={top} predicted from the smaller scales at "
                      f"{p.check.predicted:.4g} MiB/s, measured {p.check.measured:.4g} MiB/s (error "
                      f"{p.check.error:.0%} > {MAX_HELD_OUT:.0%})")
         return p
-    p.model = fit(r, y)
+    p.model = model
     p.value = float(p.model.predict(p.ranks))
     p.lo, p.hi = prediction_interval(r, y, p.model.form, p.ranks, draws, seed, CONFIDENCE)
     p.au = _accelerators(g.iloc[0], json.loads(g.iloc[0]["config"] or "{}"), p.ranks, p.value, p.lo, p.hi)

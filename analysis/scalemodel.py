@@ -130,12 +130,19 @@ class HeldOut:
         return abs(self.predicted - self.measured) / self.measured
 
 
-def held_out(r: np.ndarray, y: np.ndarray) -> HeldOut:
-    """Refit without the largest measured scale and predict it (needs three scales or more)."""
+def held_out(r: np.ndarray, y: np.ndarray, form: str | None = None) -> HeldOut:
+    """Refit without the largest measured scale and predict it (needs three scales or more). ``form``: the one the
+    fit on every scale chose, refitted on the smaller scales where they are as many as its parameters (the check is
+    of the model the prediction uses: with scales 1, 2 and 4, a two-parameter form is held to 4 from 1 and 2, which
+    :func:`fit`'s own choice on two scales, a line, could not be); otherwise, or without ``form``, the best form
+    the smaller scales allow (:func:`fit`)."""
     r, y = np.asarray(r, dtype=float), np.asarray(y, dtype=float)
     top = float(r.max())
     keep = r < top
-    f = fit(r[keep], y[keep])
+    if form is not None and FORMS[form] <= len(np.unique(r[keep])):
+        f = fit_form(form, r[keep], y[keep], keep.sum() * (1e-4 * float(np.mean(np.abs(y[keep])))) ** 2)
+    else:
+        f = fit(r[keep], y[keep])
     return HeldOut(top, float(f.predict(top)), float(y[~keep].mean()))
 
 
