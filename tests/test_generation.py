@@ -27,7 +27,8 @@ from experiments.dataset import (
 from experiments.dataset.verify import plan_sizes
 from experiments.formats import FilePayload, get_format, pcg64
 from experiments.formats.base import COMPRESS_BLOCK, random_bytes
-from experiments.formats.tfrecord import frame, frame_group, write_pieces
+from experiments.formats.ranges import write_pieces
+from experiments.formats.tfrecord import frame, frame_group
 from experiments.kernel import cache as pagecache
 from helpers import mpi_generation, point
 from lustre import Layout
@@ -148,6 +149,10 @@ def test_write_pieces_writes_more_pieces_than_one_writev_takes(tmp_path):
     with open(tmp_path / "f", "wb", buffering=0) as f:
         assert write_pieces(f.fileno(), pieces) == sum(len(p) for p in pieces)
     assert (tmp_path / "f").read_bytes() == b"".join(pieces)
+    with open(tmp_path / "g", "wb", buffering=0) as f:  # at an offset (pwritev): the position stays
+        assert write_pieces(f.fileno(), pieces, 5) == sum(len(p) for p in pieces)
+        assert f.tell() == 0
+    assert (tmp_path / "g").read_bytes() == bytes(5) + b"".join(pieces)
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])

@@ -122,7 +122,7 @@ class FilePayload:
 
     def iter_groups(
         self, threads: int | None = None, prepare: Callable[[int, int, np.ndarray], Any] | None = None,
-        reuse: bool = False,
+        reuse: bool = False, part: slice | None = None,
     ) -> Iterator[tuple[int, int, Any]]:
         """Yield ``(lo, hi, bytes of samples lo..hi-1 back to back)`` in order, each a writable uint8 array
         (or, with ``prepare``, what ``prepare(lo, hi, array)`` returns: a format's framing of the group).
@@ -136,9 +136,12 @@ class FilePayload:
         buffers: each array (and what ``prepare`` made of it) is valid until the caller asks for the next group.
         Fresh arrays for every group cost a page fault per 4 KiB (in a VM whose host takes freed memory back, more
         than the write); without ``reuse`` every array is the caller's to keep.
+
+        ``part``: only these of :meth:`groups` (one writer's share of a file several processes write: each group's
+        bytes depend on the group alone, so any share of them is the bytes the whole file holds there).
         """
         threads = GENERATOR_THREADS if threads is None else threads
-        groups = self.groups()
+        groups = self.groups() if part is None else self.groups()[part]
         free: deque[np.ndarray] = deque()
 
         def buffer(lo: int, hi: int) -> np.ndarray | None:

@@ -12,9 +12,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from experiments.formats.base import FilePayload, Format, FormatConf, Reader, fsync_path
-from experiments.formats.indexed import IndexedReader, index_path, offsets_of, write_index
+from experiments.formats.base import FilePayload, FormatConf, Reader, fsync_path
+from experiments.formats.indexed import IndexedReader, index_path, write_index
+from experiments.formats.ranges import RangedFormat
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass
@@ -22,18 +27,15 @@ class BinConf(FormatConf):
     name: str = "bin"
 
 
-class Bin(Format):
+class Bin(RangedFormat):
     name = "bin"
     suffix = ".bin"
     conf = BinConf
     detects_corrupt_data = False
 
-    def write(self, path: str | os.PathLike, payload: FilePayload) -> None:
-        with open(path, "wb") as f:
-            for _, _, buf in payload.iter_groups(reuse=True):
-                f.write(memoryview(buf))
+    def finish(self, path: str | os.PathLike, payload: FilePayload, offsets: np.ndarray) -> None:
         fsync_path(path)
-        write_index(path, offsets_of(payload.sizes.tolist()))
+        write_index(path, offsets)
 
     def open(self, path: str | os.PathLike) -> Reader:
         return IndexedReader(path)

@@ -13,6 +13,7 @@ header once per open to find where the array starts, then reads each sample with
 
 from __future__ import annotations
 
+import io
 import math
 import os
 from dataclasses import dataclass
@@ -21,7 +22,8 @@ from pathlib import Path
 from ddlio.errors import FormatError
 from ddlio.lazy import lazy_import
 from experiments.formats.base import FilePayload, FormatConf, Reader, fsync_path
-from experiments.formats.indexed import IndexedReader, index_path, offsets_of, read_index, write_index
+from experiments.formats.indexed import IndexedReader, index_path, read_index, write_index
+from experiments.formats.ranges import RangedFormat
 from experiments.formats.whole import ArrayFileFormat, WholeReader, npy_load_bytes
 
 np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
@@ -61,7 +63,7 @@ class NPYConf(FormatConf):
     load: str = "sample"
 
 
-class NPY(ArrayFileFormat):
+class NPY(RangedFormat, ArrayFileFormat):
     name = "npy"
     suffix = ".npy"
     conf = NPYConf
@@ -69,18 +71,18 @@ class NPY(ArrayFileFormat):
     def whole_load_bytes(self, path: str | os.PathLike) -> int | None:
         return npy_load_bytes(path)
 
-    def write(self, path: str | os.PathLike, payload: FilePayload) -> None:
+    def header(self, payload: FilePayload) -> bytes:
         if self.layout == "array":
             if not payload.shape:
                 raise ValueError("format.layout=array needs workload.sample_shape")
-            header = {"descr": "|u1", "fortran_order": False, "shape": (len(payload.sizes), *payload.shape)}
+            shape = (len(payload.sizes), *payload.shape)
         else:
-            offsets = offsets_of(payload.sizes.tolist())
-            header = {"descr": "|u1", "fortran_order": False, "shape": (int(offsets[-1]),)}
-        with open(path, "wb") as f:
-            np.lib.format.write_array_header_1_0(f, header)
-            for _, _, buf in payload.iter_groups(reuse=True):
-                f.write(memoryview(buf))
+            shape = (payload.total_bytes,)
+        f = io.BytesIO()
+        np.lib.format.write_array_header_1_0(f, {"descr": "|u1", "fortran_order": False, "shape": shape})
+        return f.getvalue()
+
+    def finish(self, path: str | os.PathLike, payload: FilePayload, offsets: np.ndarray) -> None:
         fsync_path(path)
         if self.layout != "array":
             write_index(path, offsets)

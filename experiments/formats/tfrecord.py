@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from ddlio.errors import FormatError
 from ddlio.lazy import lazy_import
-from experiments.formats.base import FilePayload, Format, FormatConf, Reader, fsync_path, pread_into, sample_labels
+from experiments.formats.base import FilePayload, FormatConf, Reader, fsync_path, pread_into, sample_labels
+from experiments.formats.ranges import RangedFormat
 
 np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
@@ -180,7 +182,8 @@ def frame(payload: bytes | memoryview | np.ndarray) -> bytes:
 def frame_views(payload: np.ndarray, sizes: list[int]) -> list[bytes | memoryview]:
     """The framed TFRecords of samples of ``sizes`` bytes whose payloads lie back to back in ``payload``, as the
     pieces to write back to back (per record: its length and length checksum, a view of its payload, the payload's
-    checksum): what :func:`frame` gives for each, without copying a payload byte (:func:`write_pieces`)."""
+    checksum): what :func:`frame` gives for each, without copying a payload byte
+    (:func:`~experiments.formats.ranges.write_pieces`)."""
     import crc32c  # lazy: start-up (the conf of this module is read by `sweep.py --help`)
 
     src = memoryview(payload)
@@ -221,33 +224,6 @@ def frame_group(payload: np.ndarray, sizes: list[int]) -> np.ndarray:
     """The framed TFRecords of samples of ``sizes`` bytes whose payloads lie back to back in ``payload``, as one
     array (what :func:`frame` gives for each, concatenated)."""
     return np.frombuffer(b"".join(frame_views(payload, sizes)), dtype=np.uint8)
-
-
-#: pieces one ``writev`` takes at most (the system's IOV_MAX)
-IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
-
-
-def write_pieces(fd: int, pieces: list[bytes | memoryview]) -> int:
-    """Write ``pieces`` back to back at ``fd``'s position with as few ``writev`` calls as IOV_MAX allows (the
-    kernel gathers them: no copy in Python); returns the bytes written."""
-    done = 0
-    for i in range(0, len(pieces), IOV_MAX):
-        batch = pieces[i : i + IOV_MAX]
-        want = sum(len(p) for p in batch)
-        n = os.writev(fd, batch)
-        done += n
-        if n < want:  # a short write (a signal, a full quota): the rest one piece at a time
-            for p in batch:
-                view = memoryview(p)
-                if n >= len(view):
-                    n -= len(view)
-                    continue
-                view, n = view[n:], 0
-                while view:
-                    w = os.write(fd, view)
-                    view = view[w:]
-                    done += w
-    return done
 
 
 def index_path(path: str | os.PathLike) -> Path:
@@ -327,7 +303,7 @@ class TFRecordConf(FormatConf):
     layout: str = "raw"
 
 
-class TFRecord(Format):
+class TFRecord(RangedFormat):
     name = "tfrecord"
     writer_libraries = ("crc32c",)
     suffix = ".tfrecord"
@@ -349,10 +325,13 @@ class TFRecord(Format):
         return np.array([s + HEADER + FOOTER + example_overhead(s, lab)
                          for s, lab in zip(sizes.tolist(), labels, strict=True)], dtype=np.int64)
 
-    def write(self, path: str | os.PathLike, payload: FilePayload) -> None:
+    def record_lengths(self, payload: FilePayload) -> np.ndarray:
+        return self.expected_record_bytes(payload.sizes)
+
+    def framing(self, payload: FilePayload) -> Callable[[int, int, np.ndarray], list[bytes | memoryview]]:
+        """The threads that generate each group frame it (checksums over views of the payload): the group is then
+        written with a few ``pwritev`` calls from the payload's own (reused) buffer."""
         example = self.layout == "example"
-        offsets = np.zeros(len(payload.sizes) + 1, dtype=np.int64)
-        np.cumsum(self.expected_record_bytes(payload.sizes), out=offsets[1:])
         sizes = payload.sizes.tolist()
         labels = payload.labels.tolist()
 
@@ -361,11 +340,9 @@ class TFRecord(Format):
                 return example_views(buf, sizes[lo:hi], labels[lo:hi])
             return frame_views(buf, sizes[lo:hi])
 
-        # the threads that generate each group frame it (checksums over views of the payload), and each group is
-        # written with a few writev calls from the payload's own (reused) buffer
-        with open(path, "wb", buffering=0) as f:
-            for _, _, pieces in payload.iter_groups(prepare=framed, reuse=True):
-                write_pieces(f.fileno(), pieces)
+        return framed
+
+    def finish(self, path: str | os.PathLike, payload: FilePayload, offsets: np.ndarray) -> None:
         with open(index_path(path), "wb") as f:
             np.save(f, offsets)
         fsync_path(path)

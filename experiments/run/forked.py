@@ -4,6 +4,10 @@ kernel ranks are started ahead (:meth:`~experiments.run.job.StepRunner.ahead`). 
 of CPU here, more than writing 256 MiB takes), then waits for a plan on a pipe; a runner that is never asked to
 generate (the dataset was complete) ends it. The job itself stays without numpy: its memory sits beside the
 kernel's ranks.
+
+Given a plan, the child forks the writers from itself, libraries loaded, one per usable core (at most one per file,
+or per generation group of a dataset's one file: :func:`~experiments.dataset.writers.writer_count`), and gathers
+their checks (:func:`~experiments.dataset.writers.generate_by_writers`): the same bytes as one writer.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ import sys
 import weakref
 from typing import NoReturn
 
-from experiments.dataset import generate_here
 from experiments.formats import FORMATS
 
 
@@ -24,7 +27,7 @@ def warm_up(format_name: str) -> None:
     """Load what writing a dataset of ``format_name`` takes: numpy, the generation's modules, the format's module
     and the libraries its writer imports on first use (:attr:`~experiments.formats.base.Format.writer_libraries`)."""
     importlib.import_module("numpy")
-    importlib.import_module("experiments.dataset.generate")
+    importlib.import_module("experiments.dataset.writers")
     for name in FORMATS[format_name].writer_libraries:
         importlib.import_module(name)
 
@@ -40,8 +43,8 @@ def _dismiss(pid: int, plan_w: int, said_r: int) -> None:
 
 class ForkedGenerator:
     """A child forked now that loads the writer's libraries (:func:`warm_up` of ``format_name``) and then writes
-    the dataset of the plan :meth:`generate` hands it (:func:`~experiments.dataset.generate_here`, with ``env``),
-    once. :meth:`close` (or losing the last reference) ends a child that was not asked."""
+    the dataset of the plan :meth:`generate` hands it (:func:`~experiments.dataset.writers.generate_by_writers`,
+    with ``env``), once. :meth:`close` (or losing the last reference) ends a child that was not asked."""
 
     def __init__(self, format_name: str, env: dict[str, str]) -> None:
         plan_r, self._plan_w = os.pipe()
@@ -91,7 +94,9 @@ def _child(format_name: str, env: dict[str, str], plan_r: int, said_w: int) -> N
         with os.fdopen(plan_r, "rb") as f:
             plan_path = os.fsdecode(f.read())
         if plan_path:
-            generate_here(plan_path, env)
+            from experiments.dataset.writers import generate_by_writers  # lazy: the job never loads it (warm_up here)
+
+            generate_by_writers(plan_path, env)
     except BaseException as e:  # everything, Ctrl-C included, goes back to the parent as text
         code, said = 1, f"{type(e).__name__}: {e}".encode(errors="replace")[:60000]
     finally:

@@ -1,0 +1,219 @@
+"""A one-rank generation written by several processes: as many writers as this process may use cores
+(``os.sched_getaffinity``), forked from the one process that has the plan, each writing its share, the same bytes as
+one writer (:func:`generate_by_writers`).
+
+- **Several files**: writer r of W writes files r, r+W, r+2W, ... and checks them, as rank r of a W-rank generation
+  step does (:func:`~experiments.dataset.generate.generate_and_check`: the same split, the same code).
+- **One file** of a format whose records lie at offsets known before writing (``bin``, ``npy``, ``tfrecord``:
+  :class:`~experiments.formats.ranges.RangedFormat`): the file is created (header, final size) once, then writer r
+  writes its contiguous run of the file's generation groups at their offsets (``pwritev``), each writing behind
+  its own range (:class:`RangeWriteBehind`); the file is fsync'd and its index written once, after every writer is
+  done, then checked. HDF5 and NPZ files, images and Parquet are written by one process (their libraries lay the file
+  out as they write), and so is a file the storage stages elsewhere (an object store).
+
+A writer that fails (an exception, a signal) fails the generation with one error naming it and its files; the
+other writers are killed at once, and nothing is verified: the dataset gets no manifest. Writers die with the
+process that forked them (``PR_SET_PDEATHSIG``), so a killed generation leaves no writer behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import pickle
+import selectors
+import signal
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, NoReturn
+
+from ddlio.errors import DatasetError
+from ddlio.lazy import lazy_import
+from experiments.dataset.generate import environment, generate_and_check, write_verification
+from experiments.dataset.plan import DatasetPlan, even_split
+from experiments.dataset.verify import check_files, plan_sizes
+from experiments.formats import get_format
+from experiments.formats.ranges import RangedFormat
+from lustre import io as io_mod
+from lustre.io import StorageIO
+from lustre.registry import io_for
+
+np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
+
+_PR_SET_PDEATHSIG = 1
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity; ``os.cpu_count()`` where that is unknown), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def shares_file(plan: DatasetPlan) -> bool:
+    """Whether several processes may write one file of the plan's format: records at known offsets, written in
+    place by the storage (not staged elsewhere and uploaded: :meth:`lustre.io.StorageIO.staged`)."""
+    fmt = get_format(plan.format, **plan.format_options)
+    return isinstance(fmt, RangedFormat) and type(io_for(plan.directory)).staged is StorageIO.staged
+
+
+def writer_count(plan: DatasetPlan, sizes: np.ndarray, cores: int | None = None) -> int:
+    """How many processes write the plan's files: one per usable core (``cores``, default :func:`usable_cores`),
+    at most one per file, or for one file that several may write (:func:`shares_file`), at most one per
+    generation group (:meth:`~experiments.formats.base.FilePayload.groups`); at least 1."""
+    cores = usable_cores() if cores is None else max(1, cores)
+    if plan.num_files > 1:
+        return min(cores, plan.num_files)
+    if plan.num_files == 1 and cores > 1 and shares_file(plan):
+        return max(1, min(cores, len(plan.file_payload(0, sizes).groups())))
+    return 1
+
+
+def generate_by_writers(plan_path: str | os.PathLike, env: Mapping[str, str] | None = None,
+                        writers: int | None = None) -> list[str]:
+    """Write every file of the plan (with ``env`` set), by ``writers`` processes forked from this one (default:
+    :func:`writer_count`; one: in this process, :func:`~experiments.dataset.generate.generate_here`'s way), check
+    them and write the verification. Returns the files' names; DatasetError naming the writer that failed."""
+    plan = DatasetPlan.from_dict(json.loads(Path(plan_path).read_text()))
+    with environment(env or {}):
+        sizes = plan_sizes(plan)
+        w = writer_count(plan, sizes) if writers is None else max(1, writers)
+        if w > 1 and plan.num_files > 1:
+            w = min(w, plan.num_files)
+            parts = run_writers(w, lambda r: generate_and_check(plan, r, w, sizes),
+                                lambda r: ", ".join(plan.file_name(f) for f in range(r, plan.num_files, w)))
+        elif w > 1 and plan.num_files == 1 and shares_file(plan):
+            parts = [write_shared(plan, sizes, w)]
+        else:
+            parts = [generate_and_check(plan, 0, 1, sizes)]
+        write_verification(plan, sizes, parts)
+        return [plan.file_name(f) for f in range(plan.num_files)]
+
+
+def write_shared(plan: DatasetPlan, sizes: np.ndarray, writers: int) -> dict[str, Any]:
+    """The plan's one file written by ``writers`` processes (each a contiguous run of its groups), then fsync'd,
+    indexed and checked once: this process's part of the verification
+    (:func:`~experiments.dataset.verify.check_files`)."""
+    fmt = get_format(plan.format, **plan.format_options)
+    path = plan.file_path(0)
+    payload = plan.file_payload(0, sizes)
+    cuts = even_split(len(payload.groups()), writers).tolist()
+    starts = fmt.begin(path, payload, sized=True)
+
+    def share(r: int) -> str:
+        lo, hi = cuts[r], cuts[r + 1]
+        return f"{plan.file_name(0)}, groups {lo}..{hi - 1} of {cuts[-1]}"
+
+    def write(r: int) -> int:
+        return fmt.write_groups(path, payload, starts, slice(cuts[r], cuts[r + 1]), RangeWriteBehind())
+
+    run_writers(writers, write, share)
+    fmt.finish(path, payload, starts - starts[0])
+    return check_files(plan, sizes, [0])
+
+
+class RangeWriteBehind:
+    """One writer's write-behind of its own writes to a file others write too (the path-watching
+    :meth:`lustre.io.StorageIO.write_behind` follows a file's growing end, which several writers do not have): each
+    write's range is queued for writeback (``sync_file_range(SYNC_FILE_RANGE_WRITE)``) as it is written, and the
+    range written before it is waited for and dropped from the page cache, as the path-watching one does (the last
+    range is left to the fsync that ends the file)."""
+
+    def __init__(self) -> None:
+        self._queued: tuple[int, int] | None = None  # (offset, bytes) queued last
+
+    def __call__(self, fd: int, offset: int, n: int) -> None:
+        sync = io_mod._SYNC_FILE_RANGE  # libc's sync_file_range (Linux), or None: no write-behind
+        if sync is None or n <= 0:
+            return
+        if self._queued is not None:
+            before, m = self._queued
+            sync(fd, before, m, io_mod._SYNC_FILE_RANGE_WAIT_ALL)
+            os.posix_fadvise(fd, before, m, os.POSIX_FADV_DONTNEED)
+        sync(fd, offset, n, io_mod._SYNC_FILE_RANGE_WRITE)
+        self._queued = (offset, n)
+
+
+def run_writers(n: int, work: Callable[[int], Any], share: Callable[[int], str]) -> list[Any]:
+    """Fork ``n`` writers, writer r running ``work(r)``, and return what each returned (pickled back through a
+    pipe), in writer order. A writer that fails: DatasetError naming it (``share(r)``: its files) and why, the
+    other writers killed and reaped first."""
+    running: dict[int, tuple[int, int, bytearray]] = {}  # pipe's read end -> (writer, pid, what it sent)
+    results: list[Any] = [None] * n
+    sel = selectors.DefaultSelector()
+    me = os.getpid()
+    try:
+        for r in range(n):
+            rfd, wfd = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the writer: os._exit on every path
+                for fd in (rfd, *running):
+                    os.close(fd)
+                _writer(work, r, wfd, me)
+            os.close(wfd)
+            running[rfd] = (r, pid, bytearray())
+            sel.register(rfd, selectors.EVENT_READ)
+        while running:
+            for key, _ in sel.select():
+                r, pid, got = running[key.fd]
+                chunk = os.read(key.fd, 1 << 20)
+                if chunk:
+                    got += chunk
+                    continue
+                sel.unregister(key.fd)
+                os.close(key.fd)
+                del running[key.fd]
+                _, status = os.waitpid(pid, 0)
+                ok, value = _outcome(status, bytes(got))
+                if not ok:
+                    raise DatasetError(f"generation writer {r} of {n} ({share(r)}) failed: {value}")
+                results[r] = value
+        return results
+    finally:  # a writer failed, or this process was interrupted: no writer is left running
+        for fd, (_, pid, _) in running.items():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, 0)
+            os.close(fd)
+        sel.close()
+
+
+def _outcome(status: int, sent: bytes) -> tuple[bool, Any]:
+    """(whether the writer succeeded, what it returned or why it failed) from its exit status and what it sent."""
+    try:
+        ok, value = pickle.loads(sent) if sent else (False, None)
+    except Exception as e:  # a writer killed while it sent
+        ok, value = False, f"its answer is unreadable ({type(e).__name__})"
+    if os.WIFSIGNALED(status):
+        return False, f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    if not ok or status != 0:
+        return False, value or f"it ended with status {os.waitstatus_to_exitcode(status)}"
+    return True, value
+
+
+def _writer(work: Callable[[int], Any], r: int, wfd: int, parent: int) -> NoReturn:
+    """A forked writer: die with its parent (pid ``parent``), run ``work(r)``, send back what it returned (or why it
+    failed), end."""
+    code = 0
+    try:
+        with contextlib.suppress(OSError, AttributeError):  # Linux: killed when the process that forked it dies
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # it died before the line above
+            os._exit(1)
+        said = pickle.dumps((True, work(r)))
+    except BaseException as e:  # everything, Ctrl-C included, goes back as text
+        code, said = 1, pickle.dumps((False, f"{type(e).__name__}: {e}"))
+    try:
+        view = memoryview(said)
+        while view:
+            view = view[os.write(wfd, view) :]
+    finally:
+        for stream in (sys.stdout, sys.stderr):  # what the writer printed: os._exit flushes nothing
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)

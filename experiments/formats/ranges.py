@@ -1,0 +1,114 @@
+"""Formats whose records lie back to back after a header, at offsets known before a byte is written (``bin``, ``npy``,
+``tfrecord``; any size distribution, as the offsets follow from the planned sizes): a file is its header, then each
+generation group's records written at their own offset (``pwritev``). So several processes can write one file at
+once, each its own contiguous run of groups (:meth:`RangedFormat.write_groups`; :mod:`experiments.dataset.writers`),
+and the file holds the bytes one writer writes: a group's bytes depend on the group alone
+(:meth:`~experiments.formats.base.FilePayload.iter_groups`).
+
+HDF5 and NPZ files stay one writer's (their libraries lay the file out as they write it: HDF5's chunk index and
+heaps, zip's local headers and central directory), as do the images (sizes known only once encoded) and Parquet.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from ddlio.lazy import lazy_import
+from experiments.formats.base import FilePayload, Format, fsync_path
+
+np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
+
+#: pieces one ``writev``/``pwritev`` takes at most (the system's IOV_MAX)
+IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
+
+
+def write_pieces(fd: int, pieces: list[bytes | memoryview], offset: int | None = None) -> int:
+    """Write ``pieces`` back to back with as few calls as IOV_MAX allows (the kernel gathers them: no copy in
+    Python): at ``fd``'s position (``writev``), or from byte ``offset`` (``pwritev``, the position unmoved).
+    Returns the bytes written."""
+    done = 0
+    for i in range(0, len(pieces), IOV_MAX):
+        batch = pieces[i : i + IOV_MAX]
+        want = sum(len(p) for p in batch)
+        n = os.writev(fd, batch) if offset is None else os.pwritev(fd, batch, offset + done)
+        done += n
+        if n < want:  # a short write (a signal, a full quota): the rest one piece at a time
+            for p in batch:
+                view = memoryview(p)
+                if n >= len(view):
+                    n -= len(view)
+                    continue
+                view, n = view[n:], 0
+                while view:
+                    w = os.write(fd, view) if offset is None else os.pwrite(fd, view, offset + done)
+                    view = view[w:]
+                    done += w
+    return done
+
+
+#: what a writer of a share of a file is told after each write: (descriptor, offset, bytes)
+Written = Callable[[int, int, int], None]
+
+
+class RangedFormat(Format):
+    """A format whose records lie back to back after a header, at offsets known from the planned sizes: written as
+    :meth:`begin` (the header), :meth:`write_groups` (every group, or one writer's share of them) and :meth:`finish`
+    (fsync, sidecars). One writer's :meth:`write` is the three in a row, so a file written by several processes
+    goes through the very code one writer's does."""
+
+    def header(self, payload: FilePayload) -> bytes:
+        """The bytes before the first record (none)."""
+        return b""
+
+    def record_lengths(self, payload: FilePayload) -> np.ndarray:
+        """Bytes each record takes in the file (int64): the payload sizes, plus any framing."""
+        return payload.sizes
+
+    def framing(self, payload: FilePayload) -> Callable[[int, int, np.ndarray], Any] | None:
+        """``prepare`` for :meth:`~experiments.formats.base.FilePayload.iter_groups`: a group's payload as the
+        pieces to write (TFRecord's frames), or None to write the payload as it is."""
+        return None
+
+    def finish(self, path: str | os.PathLike, payload: FilePayload, offsets: np.ndarray) -> None:
+        """After every record is written: make the file durable and write its sidecars (``offsets``: the records'
+        offsets, n+1, from where the first starts)."""
+        fsync_path(path)
+
+    def begin(self, path: str | os.PathLike, payload: FilePayload, sized: bool = False) -> np.ndarray:
+        """Create ``path`` (emptied) holding the header; ``sized``: at its final size already (a file several
+        processes write). Returns the byte offset in the file of every record and of the end (int64, n+1)."""
+        head = self.header(payload)
+        starts = np.zeros(len(payload.sizes) + 1, dtype=np.int64)
+        np.cumsum(self.record_lengths(payload), out=starts[1:])
+        starts += len(head)
+        with open(path, "wb") as f:
+            f.write(head)
+            if sized:
+                f.truncate(int(starts[-1]))
+        return starts
+
+    def write_groups(self, path: str | os.PathLike, payload: FilePayload, starts: np.ndarray,
+                     part: slice | None = None, written: Written | None = None) -> int:
+        """Write the records of the groups ``part`` (all by default) of :meth:`FilePayload.groups` into the file
+        :meth:`begin` made, each group at its offset (``starts``: what :meth:`begin` returned); ``written`` is told
+        of every write. Returns the bytes written."""
+        prepare = self.framing(payload)
+        total = 0
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            for lo, _, data in payload.iter_groups(prepare=prepare, reuse=True, part=part):
+                at = int(starts[lo])
+                n = write_pieces(fd, [memoryview(data)] if prepare is None else data, at)
+                if written is not None:
+                    written(fd, at, n)
+                total += n
+        finally:
+            os.close(fd)
+        return total
+
+    def write(self, path: str | os.PathLike, payload: FilePayload) -> None:
+        starts = self.begin(path, payload)
+        self.write_groups(path, payload, starts)
+        self.finish(path, payload, starts - starts[0])

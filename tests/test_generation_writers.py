@@ -1,0 +1,220 @@
+"""A one-rank point's dataset written by several processes (experiments/dataset/writers.py): the very bytes one writer
+writes (every format with several files, pinned by the hashes of tests/test_generation.py; bin, npy and tfrecord
+with one shared file), one clear error naming the writer that failed, the other writers stopped, no manifest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_generation import GOLDEN_FILES, file_contents
+
+from ddlio.errors import DatasetError, LaunchError
+from experiments.dataset import DatasetPlan, ensure_dataset, generate_here, load_manifest, verify_dataset
+from experiments.dataset import writers as writers_mod
+from experiments.dataset.verify import VERIFIED
+from experiments.dataset.writers import generate_by_writers, writer_count
+from experiments.formats import base as base_mod
+from experiments.formats.ranges import RangedFormat
+from helpers import point
+from lustre import Layout
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def planned(tmp_path: Path, *overrides: str) -> tuple[DatasetPlan, Path]:
+    """A dataset's plan and its plan.json, in an empty dataset directory."""
+    plan = DatasetPlan.from_point(point(tmp_path, *overrides))
+    os.makedirs(plan.directory)
+    plan_path = Path(plan.directory) / "plan.json"
+    plan_path.write_text(json.dumps(plan.to_dict()))
+    return plan, plan_path
+
+
+def files_digest(plan: DatasetPlan) -> str:
+    h = hashlib.sha256()
+    for name in sorted(os.listdir(plan.directory)):
+        if name.startswith("part-"):
+            h.update(name.encode())
+            h.update(Path(plan.directory, name).read_bytes())
+    return h.hexdigest()
+
+
+def clear(plan: DatasetPlan) -> None:
+    for name in os.listdir(plan.directory):
+        if name != "plan.json":
+            os.unlink(os.path.join(plan.directory, name))
+
+
+@pytest.mark.parametrize("case", sorted(GOLDEN_FILES))
+def test_several_writers_of_several_files_write_the_bytes_earlier_code_wrote(tmp_path, case):
+    """Every format and layout: 3 files, 2 writers (writer 0 writes files 0 and 2), the files' hash pinned as the
+    code before (7636746) wrote them, one file per writer's process; the verification sees every file."""
+    digest, overrides = GOLDEN_FILES[case]
+    shape = ["workload.sample_shape=[24,24,3]", "workload.sample_size_stdev=0"] if case.endswith("-array") else []
+    plan, plan_path = planned(tmp_path, "workload.samples=40", "workload.samples_per_file=20",
+                              "workload.sample_size=3001", "workload.sample_size_stdev=700", *overrides, *shape)
+    assert plan.num_files == 2
+    assert generate_by_writers(plan_path, writers=2) == [plan.file_name(0), plan.file_name(1)]
+    assert files_digest(plan) == digest
+    found = json.loads((Path(plan.directory) / VERIFIED).read_text())
+    entries, records = verify_dataset(plan, plan.sizes())
+    assert found["entries"] == [{k: v for k, v in e.items() if k != "file"} for e in entries]
+    assert found["record_bytes"] == int(records.sum()) > 0
+
+
+@pytest.mark.parametrize("fmt", ["bin", "npy", "npz", "tfrecord", "hdf5"])
+def test_more_files_than_writers_are_dealt_as_a_step_s_ranks_deal_them(tmp_path, fmt):
+    plan, plan_path = planned(tmp_path, f"format={fmt}", "workload.samples=50", "workload.samples_per_file=10",
+                              "workload.sample_size_stdev=1KiB")
+    assert plan.num_files == 5
+    generate_here(plan_path)
+    one = file_contents(plan)  # an HDF5 file carries timestamps: its arrays are what must match
+    clear(plan)
+    generate_by_writers(plan_path, writers=3)
+    assert len(one) >= 5 and file_contents(plan) == one
+    verify_dataset(plan, plan.sizes())
+
+
+SHARED = {
+    "bin": ["format=bin"],
+    "npy": ["format=npy"],
+    "npy-array": ["format=npy", "format.layout=array", "workload.sample_shape=[24,24,3]",
+                  "workload.sample_size_stdev=0"],
+    "tfrecord": ["format=tfrecord", "workload.sample_size_stdev=0"],
+    "tfrecord-sizes": ["format=tfrecord"],
+    "tfrecord-example": ["format=tfrecord", "format.layout=example"],
+}
+
+
+@pytest.mark.parametrize("case", sorted(SHARED))
+@pytest.mark.parametrize("writers", [2, 3])
+def test_several_writers_of_one_file_write_one_writer_s_bytes(tmp_path, monkeypatch, case, writers):
+    """One file, its generation groups (16 KiB here, so the file has 5-9 of them) dealt among writers in
+    contiguous runs, each written at its offsets into the one file: the bytes one writer writes, and the file is
+    verified once."""
+    monkeypatch.setattr(base_mod, "GROUP_BYTES", 16 * 1024)
+    plan, plan_path = planned(tmp_path, "workload.samples=40", "workload.samples_per_file=40",
+                              "workload.sample_size=3456", "workload.sample_size_stdev=700", *SHARED[case])
+    assert plan.num_files == 1 and len(plan.file_payload(0).groups()) >= 5
+    generate_here(plan_path)
+    one = files_digest(plan)
+    clear(plan)
+    assert writer_count(plan, plan.sizes(), cores=writers) == writers
+    generate_by_writers(plan_path, writers=writers)
+    assert files_digest(plan) == one
+    entries, _ = verify_dataset(plan, plan.sizes())
+    assert json.loads((Path(plan.directory) / VERIFIED).read_text())["entries"] == [
+        {k: v for k, v in e.items() if k != "file"} for e in entries]
+
+
+def test_one_file_of_full_size_groups_split_among_writers_is_one_writer_s(tmp_path):
+    """The real group size (8 MiB): 4 groups of one 6 MiB sample each, 3 writers (1, 1 and 2 groups)."""
+    plan, plan_path = planned(tmp_path, "format=bin", "workload.samples=4", "workload.samples_per_file=4",
+                              "workload.sample_size=6MiB", "workload.sample_size_stdev=0")
+    generate_here(plan_path)
+    one = files_digest(plan)
+    clear(plan)
+    generate_by_writers(plan_path, writers=3)
+    assert files_digest(plan) == one
+
+
+@pytest.mark.parametrize(("overrides", "want"), [
+    (["format=bin", "workload.samples=30", "workload.samples_per_file=10"], 3),  # one per file
+    (["format=hdf5", "workload.samples=10", "workload.samples_per_file=10"], 1),  # one file: h5py lays it out
+    (["format=npz", "workload.samples=10", "workload.samples_per_file=10"], 1),  # one file: zipfile lays it out
+    (["format=bin", "workload.samples=10", "workload.samples_per_file=10", "workload.sample_size=5MiB"], 4),
+    (["format=bin", "workload.samples=2", "workload.samples_per_file=2", "workload.sample_size=5MiB"], 2),
+])
+def test_writers_are_one_per_core_at_most_one_per_file_or_group(tmp_path, overrides, want):
+    plan = DatasetPlan.from_point(point(tmp_path, *overrides, "workload.sample_size_stdev=0"))
+    assert writer_count(plan, plan.sizes(), cores=4) == want
+    assert writer_count(plan, plan.sizes(), cores=1) == 1
+
+
+def test_a_writer_that_cannot_write_its_file_fails_the_generation_by_name(tmp_path, monkeypatch):
+    """A one-rank point's generation, forked ahead (generation_runner) with 3 writers: the file writer 1 must
+    write cannot be (a directory is in its place): one error naming the writer and its file, and no manifest."""
+    from experiments.run import generation_runner
+
+    monkeypatch.setattr(writers_mod, "usable_cores", lambda: 3)
+    spec = point(tmp_path, "format=bin", "workload.samples=30", "workload.samples_per_file=10")
+    plan = DatasetPlan.from_point(spec)
+    gen = generation_runner(spec, tmp_path)
+
+    def blocked(plan_path: str, ranks: int) -> None:
+        os.mkdir(plan.file_path(1))
+        gen(plan_path, ranks)
+
+    with pytest.raises(LaunchError, match=r"(?s)^generate step failed: DatasetError: generation writer 1 of 3 "
+                                          r"\(part-00001\.bin\) failed: IsADirectoryError"):
+        ensure_dataset(plan, Layout(), blocked, 1)
+    assert load_manifest(plan) is None and not (Path(plan.directory) / VERIFIED).exists()
+    shutil.rmtree(plan.file_path(1))
+    gen = generation_runner(spec, tmp_path)  # the same point generated again: 3 writers, a complete dataset
+    info = ensure_dataset(plan, Layout(), gen, 1)
+    assert info.generated and len(info.manifest["files"]) == 6
+
+
+def test_a_killed_writer_fails_the_generation_and_the_others_are_stopped(tmp_path, monkeypatch):
+    """Writer 1 of a shared file is killed (SIGKILL) while writer 0 waits forever: the error names writer 1, its
+    share of the file and the signal; writer 0 is killed and reaped; nothing is verified."""
+    monkeypatch.setattr(base_mod, "GROUP_BYTES", 16 * 1024)
+    plan, plan_path = planned(tmp_path, "format=bin", "workload.samples=40", "workload.samples_per_file=40",
+                              "workload.sample_size=3456")
+    pids = tmp_path / "pids"
+    pids.mkdir()
+
+    def write_groups(self, path, payload, starts, part=None, written=None):
+        (pids / str(part.start)).write_text(str(os.getpid()))
+        if part.start == 0:
+            os.read(os.pipe()[0], 1)  # blocks: nothing writes the pipe
+        while not (pids / "0").exists():  # writer 0 has started
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    monkeypatch.setattr(RangedFormat, "write_groups", write_groups)
+    with pytest.raises(DatasetError, match=r"^generation writer 1 of 2 \(part-00000\.bin, groups \d+\.\.\d+ of \d+\) "
+                                           r"failed: killed by SIGKILL$"):
+        generate_by_writers(plan_path, writers=2)
+    assert not (Path(plan.directory) / VERIFIED).exists()
+    first = int((pids / "0").read_text())
+    with pytest.raises(ProcessLookupError):  # killed and reaped
+        os.kill(first, 0)
+
+
+def test_several_processes_write_the_one_file_strace_says(tmp_path):
+    """strace, not ddlio, counts who wrote the file: two writers' processes each write part of the one file with
+    positioned writes, and the file is what one writer writes."""
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed")
+    plan, plan_path = planned(tmp_path, "format=bin", "workload.samples=4", "workload.samples_per_file=4",
+                              "workload.sample_size=3MiB", "workload.sample_size_stdev=0")
+    log = tmp_path / "strace.log"
+    code = ("import sys; from experiments.dataset.writers import generate_by_writers; "
+            "generate_by_writers(sys.argv[1], writers=2)")
+    res = subprocess.run(["strace", "-f", "-y", "-o", str(log), "-e", "trace=pwrite64,pwritev,pwritev2,write,writev",
+                          sys.executable, "-c", code, str(plan_path)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    if res.returncode != 0 and "ptrace" in res.stderr:
+        pytest.skip(f"strace cannot trace here: {res.stderr.strip()[:200]}")
+    assert res.returncode == 0, res.stderr[-2000:]
+    name = re.escape(plan.file_name(0))
+    writers = {line.split()[0] for line in log.read_text().splitlines()
+               if re.search(rf"^\d+\s+pwrite(64|v|v2)\(\d+<[^>]*{name}>", line)}
+    assert len(writers) == 2
+    got = files_digest(plan)
+    clear(plan)
+    generate_here(plan_path)
+    assert files_digest(plan) == got
+    assert np.array_equal(np.load(Path(plan.directory) / "sizes.npy"), plan.sizes())
