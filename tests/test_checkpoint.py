@@ -93,6 +93,8 @@ def test_both_accesses_and_layouts_save_restore_and_a_rerun_skips_them(sweep, tm
         assert ("checkpoint.distcp" in names) == ("shared" in label) and (".metadata" in names) == ("torch" not in
                                                                                                     label)
         assert json.loads(config)["checkpoint"]["read_shift"] == 1 and len(said["saves"]) == 2
+        assert (said["saves"][0]["crc_time_max_s"] > 0) == ("shared" not in label)
+        assert said["restores"][0]["copy_time_max_s"] > 0
         assert isinstance(files, dict)  # per file where the file system stripes; {} on this ext4
     assert not (tmp_path / "data" / "checkpoints").exists()  # measured, then removed
 

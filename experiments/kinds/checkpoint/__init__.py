@@ -79,8 +79,10 @@ def _sum_hists(hists: list[list[int]]) -> list[int]:
 
 def _per_checkpoint(said: dict[str, Any], phase: str) -> list[dict[str, float]]:
     """Each checkpoint's own figures of a phase (``saves``, ``restores``): bytes, the slowest rank's time in its
-    calls and the largest duration (s), and their bandwidths (MiB/s, GiB/s)."""
+    calls and the largest duration (s), and their bandwidths (MiB/s, GiB/s); the largest rank's time in the save's
+    checksums (``crc_time_max_s``) or the restore's copies (``copy_time_max_s``), s."""
     ranks = said["ranks"]
+    apart, field = ("crc_time_max_s", "crc_s") if phase == "saves" else ("copy_time_max_s", "copy_s")
     out = []
     for k in range(len(ranks[0][phase])):
         b = sum(r[phase][k]["bytes"] for r in ranks)
@@ -88,7 +90,8 @@ def _per_checkpoint(said: dict[str, Any], phase: str) -> list[dict[str, float]]:
         dur = max(r[phase][k]["duration_s"] for r in ranks)
         out.append({"checkpoint": k, "bytes": b, "io_time_slowest_s": slow, "duration_max_s": dur,
                     "bandwidth_mib_s": b / MIB / slow if slow > 0 else None,
-                    "throughput_gib_s": b / GIB / dur if dur > 0 else None})
+                    "throughput_gib_s": b / GIB / dur if dur > 0 else None,
+                    apart: max(r[phase][k].get(field, 0.0) for r in ranks)})
     return out
 
 
