@@ -329,3 +329,27 @@ def test_a_writer_forked_ahead_and_never_asked_ends_and_is_reaped(tmp_path):
         os.waitpid(other.pid, os.WNOHANG)
     with pytest.raises(RuntimeError, match="used or closed"):
         other.generate(str(tmp_path / "plan.json"))
+
+
+@pytest.mark.parametrize(("la", "lb"), [(0, 0), (0, 5), (5, 0), (1, 1), (100, 8 * 1024 * 1024 + 3), (7, 12345)])
+def test_zip_crc32_of_two_pieces_combines_into_the_crc32_of_both(la, lb):
+    import zlib
+
+    from experiments.formats.npz import crc32_combine
+
+    a, b = random_bytes((1, la), la).tobytes(), random_bytes((2, lb), lb).tobytes()
+    assert crc32_combine(zlib.crc32(a), zlib.crc32(b), lb) == zlib.crc32(a + b)
+
+
+def test_npz_with_its_crc32_computed_by_the_generating_threads_is_what_np_savez_writes(tmp_path, monkeypatch):
+    """``layout=array`` is DLIO's ``np.savez(path, x=records, y=labels)``: numpy and zipfile write the reference,
+    with zipfile's own CRC-32; ddlio's groups' CRCs (16 KiB groups here: many) are combined into the same bytes."""
+    from experiments.formats import base as base_mod
+
+    monkeypatch.setattr(base_mod, "GROUP_BYTES", 16 * 1024)
+    p = FilePayload(42, 3, np.full(40, 24 * 24 * 3, dtype=np.int64), "random", (24, 24, 3))
+    assert len(p.groups()) >= 5
+    get_format("npz", layout="array").write(tmp_path / "ddlio.npz", p)
+    x = np.frombuffer(b"".join(b.tobytes() for _, _, b in p.iter_groups()), np.uint8).reshape(40, 24, 24, 3)
+    np.savez(tmp_path / "numpy.npz", x=x, y=p.labels)
+    assert (tmp_path / "ddlio.npz").read_bytes() == (tmp_path / "numpy.npz").read_bytes()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import struct
 import zipfile
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,69 @@ _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # zip local file header, 30 bytes
 _LOCAL_MAGIC = b"PK\x03\x04"
 #: the member holding the samples, per layout
 MEMBER = {"samples": "data", "array": "x"}
+
+# ------------------------------------------------------------------ zip's CRC-32 of a member, computed off its writer
+# The CRC-32 of a || b from crc(a), crc(b) and len(b), as zlib's crc32_combine (madler/zlib crc32.c) computes it:
+# appending len(b) zero bytes to the register is a linear map over GF(2), a 32x32 bit matrix (a list of 32 column
+# words), and the map of 2**k bytes is the map of one byte squared k times.
+_CRC32_POLY = 0xEDB88320  # zip's (reflected) polynomial
+_ZEROS: list[list[int]] = []  # _ZEROS[k]: the map of appending 2**k zero bytes, made when first needed
+
+
+def _gf2_times(mat: list[int], vec: int) -> int:
+    out, i = 0, 0
+    while vec:
+        if vec & 1:
+            out ^= mat[i]
+        vec >>= 1
+        i += 1
+    return out
+
+
+def _gf2_square(mat: list[int]) -> list[int]:
+    return [_gf2_times(mat, col) for col in mat]
+
+
+def _zeros_map(k: int) -> list[int]:
+    """The map of appending 2**k zero bytes to a CRC-32 register."""
+    if not _ZEROS:
+        one_bit = [_CRC32_POLY] + [1 << n for n in range(31)]
+        _ZEROS.append(_gf2_square(_gf2_square(_gf2_square(one_bit))))  # 1 bit -> 2 -> 4 -> 8 bits
+    while len(_ZEROS) <= k:
+        _ZEROS.append(_gf2_square(_ZEROS[-1]))
+    return _ZEROS[k]
+
+
+def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
+    """``zlib.crc32(a + b)`` from ``crc1 = zlib.crc32(a)``, ``crc2 = zlib.crc32(b)`` and ``len2 = len(b)`` (bytes):
+    ~0.1 ms of Python for an 8 MiB group, against ~2 ms for its CRC."""
+    k = 0
+    while len2:
+        if len2 & 1:
+            crc1 = _gf2_times(_zeros_map(k), crc1)
+        len2 >>= 1
+        k += 1
+    return crc1 ^ crc2
+
+
+def _with_crc(lo: int, hi: int, buf: np.ndarray) -> tuple[np.ndarray, int]:
+    """A group's payload and its CRC-32, computed by the thread that generated it (zlib releases the GIL)."""
+    return buf, zlib.crc32(buf)
+
+
+def write_member(f: Any, payload: FilePayload) -> None:
+    """Write ``payload``'s samples into the open zip member ``f`` (``ZipFile.open(name, "w")``, stored), each group's
+    CRC-32 computed by the generating threads and combined here (:func:`crc32_combine`) instead of by zipfile in the
+    writing thread: the same bytes and CRC. Through ``f.write`` where zipfile's writer is not the one known here."""
+    if not all(hasattr(f, a) for a in ("_crc", "_file_size", "_fileobj")) or getattr(f, "_compressor", None):
+        for _, _, buf in payload.iter_groups(reuse=True):
+            f.write(memoryview(buf))
+        return
+    for _, _, (buf, crc) in payload.iter_groups(prepare=_with_crc, reuse=True):
+        view = memoryview(buf)
+        f._fileobj.write(view)  # what zipfile's own write does for a stored member, but for the CRC
+        f._file_size += len(view)
+        f._crc = crc32_combine(f._crc, crc, len(view))
 
 
 class NPZReader(Reader):
@@ -142,8 +206,7 @@ class NPZ(ArrayFileFormat):
             with zf.open("data.npy", "w", force_zip64=True) as f:
                 header = {"descr": "|u1", "fortran_order": False, "shape": (total,)}
                 np.lib.format.write_array_header_2_0(f, header)
-                for _, _, buf in payload.iter_groups(reuse=True):
-                    f.write(buf)
+                write_member(f, payload)
             with zf.open("offsets.npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, offsets)
         fsync_path(path)
@@ -156,8 +219,7 @@ class NPZ(ArrayFileFormat):
             with zf.open("x.npy", "w", force_zip64=True) as f:
                 header = {"descr": "|u1", "fortran_order": False, "shape": (len(payload.sizes), *payload.shape)}
                 np.lib.format.write_array_header_1_0(f, header)
-                for _, _, buf in payload.iter_groups(reuse=True):
-                    f.write(memoryview(buf))
+                write_member(f, payload)
             with zf.open("y.npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, payload.labels)
         fsync_path(path)
