@@ -218,3 +218,15 @@ def test_several_processes_write_the_one_file_strace_says(tmp_path):
     generate_here(plan_path)
     assert files_digest(plan) == got
     assert np.array_equal(np.load(Path(plan.directory) / "sizes.npy"), plan.sizes())
+
+
+def test_what_the_caller_had_buffered_is_printed_once_not_once_per_writer(tmp_path):
+    plan, plan_path = planned(tmp_path, "format=bin", "workload.samples=30", "workload.samples_per_file=10")
+    code = ("import sys; from experiments.dataset.writers import generate_by_writers; print('buffered-line'); "
+            "generate_by_writers(sys.argv[1], writers=3)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # stdout, a pipe, holds the line
+    res = subprocess.run([sys.executable, "-c", code, str(plan_path)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.count("buffered-line") == 1
+    assert len(verify_dataset(plan, plan.sizes())[0]) == 6

@@ -146,6 +146,9 @@ def run_writers(n: int, work: Callable[[int], Any], share: Callable[[int], str])
     results: list[Any] = [None] * n
     sel = selectors.DefaultSelector()
     me = os.getpid()
+    for stream in (sys.stdout, sys.stderr):  # a writer inherits what is buffered: it would print it once more
+        with contextlib.suppress(Exception):
+            stream.flush()
     try:
         for r in range(n):
             rfd, wfd = os.pipe()

@@ -49,6 +49,9 @@ class ForkedGenerator:
     def __init__(self, format_name: str, env: dict[str, str]) -> None:
         plan_r, self._plan_w = os.pipe()
         self._said_r, said_w = os.pipe()
+        for stream in (sys.stdout, sys.stderr):  # the child inherits what is buffered: it would print it once more
+            with contextlib.suppress(Exception):
+                stream.flush()
         self.pid = os.fork()
         if self.pid == 0:  # the child: os._exit on every path (the parent's exit handlers are not the child's)
             os.close(self._plan_w)
