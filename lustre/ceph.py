@@ -14,11 +14,13 @@ unit and at most the OSDs' ``osd max object size``; a stripe count of at least 1
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -320,7 +322,9 @@ def empty_client_cache(files: list[Path], mount_point: str, mount_type: str,
                        timeout_s: float = CLIENT_CACHE_TIMEOUT_S) -> dict[str, Any]:
     """Empty ceph-fuse's own object cache (``client_oc``, 200 MiB by default, kept after the kernel's pages are
     evicted) and measure what is left: through its admin socket, shrink the cache to 64 KiB, read one byte of a
-    dataset file (the cache trims at the next read), restore the size, then read the bytes of data buffers it
+    dataset file (the cache trims at the next read), restore the size (:func:`_restore_size`: never a size a
+    drop running beside it or killed before it left; drops through one client are one at a time on a host),
+    then read the bytes of data buffers it
     still holds (``dump_mempools``: ``buffer_anon``). The trim is not always done at the first read (the new size
     reaches the cache through a config observer; dirty buffers are kept until written): while more than
     :data:`CLIENT_CACHE_TOLERANCE` bytes are left the files are fsync'd once and the read repeated, for up to
@@ -332,28 +336,61 @@ def empty_client_cache(files: list[Path], mount_point: str, mount_type: str,
     if sock is None:
         return {"error": f"ceph-fuse's object cache could not be emptied: no admin socket of the client mounted "
                          f"at {mount_point} (set DDLIO_CEPH_ASOK to its path)"}
-    import time  # lazy: stdlib, only where a cold drop is asked
-
     try:
-        size = admin_command(sock, prefix="config get", var="client_oc_size")["client_oc_size"]
-        admin_command(sock, prefix="config set", var="client_oc_size", val=[str(_TINY_CACHE)])
-        try:
-            deadline, pause, flushed = time.monotonic() + timeout_s, 0.01, False
-            _trim_read(files[0])
-            left = _buffered_bytes(sock)
-            while left > CLIENT_CACHE_TOLERANCE and time.monotonic() < deadline:
-                if not flushed:
-                    _flush(files)
-                    flushed = True
-                time.sleep(pause)
-                pause = min(pause * 2, 0.5)
-                _trim_read(files[0])
-                left = _buffered_bytes(sock)
-        finally:
-            admin_command(sock, prefix="config set", var="client_oc_size", val=[str(size)])
-        left = _buffered_bytes(sock)
+        with _one_drop_at_a_time(sock):
+            return _drop(sock, files, timeout_s)
     except (OSError, ValueError, KeyError, TypeError) as e:
         return {"error": f"ceph-fuse's object cache could not be emptied through {sock}: {e}"}
+
+
+@contextlib.contextmanager
+def _one_drop_at_a_time(sock: Path) -> Iterator[None]:
+    """Hold this host's lock for drops through ``sock``: points running at once on one client (Slurm's nodes of
+    one host share its mount) would otherwise each take the other's shrunken size for the one to put back."""
+    import fcntl  # lazy: only where a cold drop is asked
+    import hashlib
+    import tempfile
+
+    name = f"ddlio-ceph-oc-{hashlib.sha1(str(sock).encode()).hexdigest()[:12]}.lock"
+    fd = os.open(Path(tempfile.gettempdir()) / name, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _restore_size(sock: Path) -> Callable[[], None]:
+    """How to put ``client_oc_size`` back after the drop: the runtime override found before it, or, where there
+    was none or it is the drop's own tiny size (a drop killed before its end left it), no override at all (``config
+    unset``: ceph.conf's or the default size), so that a killed drop is healed by the next one."""
+    override = (admin_command(sock, prefix="config diff").get("diff", {}).get("client_oc_size") or {}).get("override")
+    if override is None or int(override) == _TINY_CACHE:
+        return lambda: admin_command(sock, prefix="config unset", var="client_oc_size")
+    return lambda: admin_command(sock, prefix="config set", var="client_oc_size", val=[str(override)])
+
+
+def _drop(sock: Path, files: list[Path], timeout_s: float) -> dict[str, Any]:
+    """:func:`empty_client_cache`'s work, under the host's lock for ``sock``."""
+    import time  # lazy: stdlib, only where a cold drop is asked
+
+    restore = _restore_size(sock)
+    admin_command(sock, prefix="config set", var="client_oc_size", val=[str(_TINY_CACHE)])
+    try:
+        deadline, pause, flushed = time.monotonic() + timeout_s, 0.01, False
+        _trim_read(files[0])
+        left = _buffered_bytes(sock)
+        while left > CLIENT_CACHE_TOLERANCE and time.monotonic() < deadline:
+            if not flushed:
+                _flush(files)
+                flushed = True
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
+            _trim_read(files[0])
+            left = _buffered_bytes(sock)
+    finally:
+        restore()
+    left = _buffered_bytes(sock)
     if left > CLIENT_CACHE_TOLERANCE:
         return {"client_cache_bytes": left,
                 "error": f"ceph-fuse still holds {format_size(left)} of data after its cache was emptied "

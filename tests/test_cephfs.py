@@ -216,6 +216,39 @@ def test_cold_empties_ceph_fuses_own_cache(cdir, ceph_env, monkeypatch):
     assert from_osds() - before >= 4 << 20  # every byte came from the OSDs again
 
 
+def test_cold_drops_give_back_the_configured_cache_size_even_beside_or_after_another(cdir, ceph_env, monkeypatch):
+    """A drop killed between shrinking ceph-fuse's cache and restoring it left 64 KiB behind, and drops run at once
+    (Slurm's nodes of this host share the mount) took each other's shrunken size for the one to restore: every cold
+    read after it ran without ceph-fuse's read cache (a third of the bandwidth here). The next drop heals it, and
+    drops side by side end with the configured size."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    for k, v in ceph_env.items():
+        monkeypatch.setenv(k, v)
+    from lustre.ceph import _TINY_CACHE, admin_command, client_socket
+
+    f = cdir / "g.bin"
+    f.write_bytes(os.urandom(1 << 20))
+    info = fs_info(f)
+    sock = client_socket(str(info.mount_point))
+    assert sock is not None
+
+    def size() -> int:
+        return int(admin_command(sock, prefix="config get", var="client_oc_size")["client_oc_size"])
+
+    configured = size()
+    assert configured != _TINY_CACHE
+    try:
+        admin_command(sock, prefix="config set", var="client_oc_size", val=[str(_TINY_CACHE)])  # a killed drop
+        assert "error" not in empty_client_cache([f], info.mount_point, info.mount_type)
+        assert size() == configured
+        with ThreadPoolExecutor(4) as pool:
+            got = list(pool.map(lambda _: empty_client_cache([f], info.mount_point, info.mount_type), range(8)))
+        assert all("error" not in g for g in got) and size() == configured
+    finally:
+        admin_command(sock, prefix="config unset", var="client_oc_size")
+
+
 def test_cold_empties_data_ceph_fuse_has_not_written_yet(cdir, ceph_env, monkeypatch):
     """Data just written sits dirty in ceph-fuse's cache (closing a file does not send it to the OSDs) and dirty
     buffers are not trimmed: the cold drop fsyncs the files and empties the cache all the same."""
