@@ -230,3 +230,16 @@ def test_what_the_caller_had_buffered_is_printed_once_not_once_per_writer(tmp_pa
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.count("buffered-line") == 1
     assert len(verify_dataset(plan, plan.sizes())[0]) == 6
+
+
+def test_each_writer_of_one_file_writes_behind_its_own_range(tmp_path):
+    """Drop-behind per writer (RangeWriteBehind): each write's range is queued, and the one before it waited for and
+    dropped from the page cache, so of 6 groups written by 2 writers only each writer's last stays cached (the
+    path-watching write-behind follows a growing end, which a file written in several places has not)."""
+    from experiments.kernel import cache as pagecache
+
+    plan, plan_path = planned(tmp_path, "format=bin", "workload.samples=6", "workload.samples_per_file=6",
+                              "workload.sample_size=8MiB", "workload.sample_size_stdev=0")
+    assert len(plan.file_payload(0).groups()) == 6
+    generate_by_writers(plan_path, writers=2)
+    assert pagecache.residency([Path(plan.file_path(0))]) < 0.5
