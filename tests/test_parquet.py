@@ -158,12 +158,18 @@ def test_mlperf_row_sizes_write_and_read(tmp_path):
         assert r.payload(2, np.empty(2_164_832, dtype=np.uint8)).tobytes() == payload.sample(2)
 
 
-def test_application_bytes_are_exact_against_strace(tmp_path):
+@pytest.mark.parametrize("fmt, overrides", [
+    ("parquet", ()),
+    # MLPerf's DLRM schema (conf/format/mlperf/dlrm.yaml: 200 columns, 40 read) on 761-byte rows, a group a file
+    ("mlperf/dlrm", ("workload.sample_size=761", "workload.samples=4096", "workload.samples_per_file=2048",
+                     "workload.batch_size=256")),
+])
+def test_application_bytes_are_exact_against_strace(tmp_path, fmt, overrides):
     """Under strace, every read call of an epoch on the dataset is a row-group load the rank counted, or one of the
     footer reads pyarrow makes at each file's open: strace's bytes = bytes_read + the footers of the files opened."""
     if STRACE is None:
         pytest.skip("strace is not installed (apt-get install strace)")
-    plan, res, traces = run_traced(tmp_path, "parquet")
+    plan, res, traces = run_traced(tmp_path, fmt, *overrides)
     fmt = get_format("parquet", **plan.format_options)
     footer = {}
     for f in range(plan.num_files):

@@ -45,8 +45,8 @@ def read_calls(trace: Path) -> list[tuple[str, str, int]]:
     return out
 
 
-def run_traced(tmp_path: Path, fmt: str) -> tuple[DatasetPlan, dict, Path]:
-    spec = point(tmp_path, f"format={fmt}", "access=shared", "ppn=2", "workload.shuffle=sample")
+def run_traced(tmp_path: Path, fmt: str, *overrides: str) -> tuple[DatasetPlan, dict, Path]:
+    spec = point(tmp_path, f"format={fmt}", "access=shared", "ppn=2", "workload.shuffle=sample", *overrides)
     plan = DatasetPlan.from_point(spec)
     ensure_dataset(plan, Layout(), mpi_generation(spec, tmp_path), spec.ranks)
     ks = {"point": spec.to_dict(), "plan": plan.to_dict(), "result_path": str(tmp_path / "res.json")}
