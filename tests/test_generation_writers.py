@@ -243,3 +243,35 @@ def test_each_writer_of_one_file_writes_behind_its_own_range(tmp_path):
     assert len(plan.file_payload(0).groups()) == 6
     generate_by_writers(plan_path, writers=2)
     assert pagecache.residency([Path(plan.file_path(0))]) < 0.5
+
+
+class _OneRank:
+    """A one-rank communicator as the kernel's step has: rank 0 of 1; Abort raises (the step would end)."""
+
+    rank, size = 0, 1
+
+    def Abort(self, code: int) -> None:  # mpi4py's name
+        raise SystemExit(code)
+
+
+def test_a_one_rank_kernel_writes_its_dataset_by_writers(tmp_path, monkeypatch, capsys):
+    """A one-rank point's kernel (experiments.kernel.main.ready: comm.size == 1) generates through the writers,
+    one a core: the same bytes as one process; a failure prints why and aborts the step."""
+    from experiments.kernel.main import generate_in_one_rank
+
+    plan, plan_path = planned(tmp_path, "format=bin", "workload.samples=40", "workload.samples_per_file=10")
+    generate_here(plan_path)
+    alone = files_digest(plan)
+    clear(plan)
+    forked = []
+    run = writers_mod.run_writers
+    monkeypatch.setattr(writers_mod, "usable_cores", lambda: 2)
+    monkeypatch.setattr(writers_mod, "run_writers", lambda n, *a: forked.append(n) or run(n, *a))
+    generate_in_one_rank(_OneRank(), plan_path)
+    assert forked == [2] and files_digest(plan) == alone
+    assert (Path(plan.directory) / VERIFIED).exists()
+    clear(plan)
+    os.mkdir(plan.file_path(1))  # a file that cannot be written
+    with pytest.raises(SystemExit):
+        generate_in_one_rank(_OneRank(), plan_path)
+    assert "rank 0: dataset generation failed: DatasetError: generation writer 1 of 2" in capsys.readouterr().err

@@ -94,6 +94,18 @@ def generate_by_writers(plan_path: str | os.PathLike, env: Mapping[str, str] | N
         return [plan.file_name(f) for f in range(plan.num_files)]
 
 
+def generate_in_one_rank(comm: Any, plan_path: str | os.PathLike) -> None:
+    """A one-rank step's generation (``comm`` of one rank: a one-rank point's kernel, started ahead): the plan's
+    files by :func:`writer_count` processes forked from the rank (:func:`generate_by_writers`), as
+    :func:`~experiments.dataset.generate_in` would write them with one, the same bytes. A failure prints why and
+    aborts the step, as ``generate_in``'s does."""
+    try:
+        generate_by_writers(plan_path)
+    except Exception as e:  # the step must end, saying why
+        print(f"rank {comm.rank}: dataset generation failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        comm.Abort(1)
+
+
 def write_shared(plan: DatasetPlan, sizes: np.ndarray, writers: int) -> dict[str, Any]:
     """The plan's one file written by ``writers`` processes (each a contiguous run of its groups), then fsync'd,
     indexed and checked once: this process's part of the verification

@@ -17,6 +17,7 @@ from ddlio.plain import write_json_atomic
 from ddlio.records import ResultRecord
 from ddlio.runpaths import RunPaths
 from experiments.dataset.generate import generate_in
+from experiments.dataset.writers import generate_in_one_rank
 from experiments.kernel.kernel import Kernel
 
 
@@ -32,7 +33,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any] | None:
 def ready(comm: Any) -> None:
     """A step started ahead (``ddlio.mpistep.GATE_ENV``): wait at the gate until the job has the dataset and the
     measurement lock; when the job asks first (``kernel.gen``: a plan), generate the dataset with these ranks
-    (:func:`~experiments.dataset.generate_in`, what the generator's MPI step does), say so (rank 0:
+    (:func:`~experiments.dataset.generate_in`, what the generator's MPI step does; one rank forks writers for the
+    cores it has: :func:`~experiments.dataset.writers.generate_in_one_rank`), say so (rank 0:
     ``kernel.generated``) and wait again. Without a gate (a reproducer): at once."""
     gate = os.environ.get(GATE_ENV)
     if not gate:
@@ -43,7 +45,7 @@ def ready(comm: Any) -> None:
         # rank 0 reads what to write and tells the others: a file just made on another node may not be visible
         # to every node's view of a shared file system yet
         plan_path = comm.bcast(json.loads(Path(gen).read_text())["plan"] if comm.rank == 0 else None, root=0)
-        generate_in(comm, plan_path)
+        (generate_in_one_rank if comm.size == 1 else generate_in)(comm, plan_path)
         if comm.rank == 0:
             write_json_atomic(generated, {"ranks": comm.size})
         wait_for_gate(comm)
