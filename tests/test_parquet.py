@@ -163,6 +163,9 @@ def test_mlperf_row_sizes_write_and_read(tmp_path):
     # MLPerf's DLRM schema (conf/format/mlperf/dlrm.yaml: 200 columns, 40 read) on 761-byte rows, a group a file
     ("mlperf/dlrm", ("workload.sample_size=761", "workload.samples=4096", "workload.samples_per_file=2048",
                      "workload.batch_size=256")),
+    # MLPerf's Flux schema (conf/format/mlperf/flux.yaml: five float32 vectors, all read) on its 2,164,832-byte rows
+    ("mlperf/flux", ("workload.sample_size=2164832", "workload.samples=8", "workload.samples_per_file=4",
+                     "workload.batch_size=2")),
 ])
 def test_application_bytes_are_exact_against_strace(tmp_path, fmt, overrides):
     """Under strace, every read call of an epoch on the dataset is a row-group load the rank counted, or one of the
