@@ -216,3 +216,26 @@ def test_a_point_s_dataset_is_written_by_its_kernel_s_ranks(sweep, tmp_path):
     [rd2] = [d for d in (tmp_path / "data" / "runs").glob("*/*") if d.is_dir() and d != rd]
     assert not Path(phase_path(RunPaths(rd2).gate("kernel"), "gen")).exists()
     assert RunPaths(rd2).gate("kernel").exists()
+
+
+def test_a_step_started_ahead_that_dies_in_start_up_is_started_once_more(tmp_path, capsys):
+    """Its first start aborts before its ranks are all through MPI start-up (as a garbled PMI-2 exchange does on
+    the Slurm test cluster now and then); it is started once more and runs to its end."""
+    from experiments.run.job import step_runner
+
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "dies_once.py").write_text(
+        "import os, pathlib, runpy\n"
+        f"m = pathlib.Path({str(tmp_path / 'marker')!r})\n"
+        "if not m.exists():\n"
+        "    m.write_text('1')\n"
+        "    os.abort()\n"
+        "runpy.run_module('experiments.run.mpirun', run_name='__main__')\n")
+    spec = point(tmp_path, f"+cluster.env.PYTHONPATH={tmp_path / 'mods'}")
+    ahead = step_runner(spec, tmp_path).ahead("dies_once", [], 1, "probe")
+    try:
+        ahead.go()
+    finally:
+        ahead.kill()
+    assert ahead.attempts == 2 and RunPaths(tmp_path).started("probe").exists()
+    assert "probe step: the ranks ended (exit code" in capsys.readouterr().err

@@ -7,6 +7,7 @@ import shutil
 import sqlite3
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -126,3 +127,43 @@ def test_a_rank_s_last_words_survive_a_launcher_that_lost_its_output(tmp_path):
     assert res.stderr_tail.splitlines()[0] == said
     res = run_step(_python("import os; os._exit(3)"), 60, logs=(tmp_path / "o", tmp_path / "e"))
     assert res.returncode == 3 and res.stderr_tail == ""  # an earlier attempt's last words are not this one's
+
+
+def _dies_in_start_up_once(marker: Path) -> list[str]:
+    """A step whose first start aborts before it announces its start (as an MPI start-up that garbles its PMI-2
+    exchange does) and whose second announces it and ends well."""
+    return _python(
+        "import os, pathlib\n"
+        f"m = pathlib.Path({str(marker)!r})\n"
+        "if not m.exists():\n"
+        "    m.write_text('1')\n"
+        "    os.abort()\n"
+        "from ddlio.mpistep import STARTED_ENV\n"
+        "pathlib.Path(os.environ[STARTED_ENV]).write_text('0')\n")
+
+
+def test_a_step_that_dies_in_start_up_is_started_once_more(tmp_path, capsys):
+    from ddlio.runpaths import RunPaths
+    from experiments.run.job import _start_twice
+
+    paths = RunPaths(tmp_path)
+    res = _start_twice(_dies_in_start_up_once(tmp_path / "m"), time.monotonic() + 60, {}, paths, "kernel", 30.0)
+    assert res.returncode == 0 and paths.started("kernel").exists()
+    assert "kernel step: the ranks ended (exit code" in capsys.readouterr().err
+
+
+def test_a_step_that_dies_in_start_up_twice_fails_as_it_says(tmp_path):
+    from ddlio.runpaths import RunPaths
+    from experiments.run.job import _start_twice
+
+    marker = tmp_path / "m"
+    res = _start_twice(_python("import sys; sys.exit('no such module: kernal')"), time.monotonic() + 60, {},
+                       RunPaths(tmp_path), "kernel", 30.0)
+    assert res.returncode == 1 and "no such module: kernal" in res.stderr_tail  # the program's own words
+    # a step that got through start-up and failed after is not started again
+    marker.write_text("1")
+    code = ("import os, pathlib, sys\nfrom ddlio.mpistep import STARTED_ENV\n"
+            "pathlib.Path(os.environ[STARTED_ENV]).write_text('0')\n"
+            f"n = pathlib.Path({str(marker)!r}); n.write_text(n.read_text() + '1'); sys.exit(3)\n")
+    res = _start_twice(_python(code), time.monotonic() + 60, {}, RunPaths(tmp_path), "kernel", 30.0)
+    assert res.returncode == 3 and marker.read_text() == "11"

@@ -123,6 +123,17 @@ class AheadStep:
               flush=True)
         self.running = self._start()
 
+    def _start_failed(self, res: Any) -> bool:
+        """Whether the step ended in MPI start-up (:func:`died_in_start_up`) on its first start and was started
+        once more (through the gates already open)."""
+        r = self.runner
+        why = died_in_start_up(res, r.paths.started(self.name))
+        if why is None or self.attempts >= 2 or r.deadline - time.monotonic() <= r.start_s:
+            return False
+        print(f"ddlio: {self.name} step: {why}; started once more", file=sys.stderr, flush=True)
+        self.running = self._start()
+        return True
+
     def generate(self, plan_path: str) -> None:
         """Have this step's ranks write and check the dataset of ``plan_path`` before they read it (what the
         generator's MPI step does: ``experiments.dataset.generate_in``), and wait until rank 0 says it is done.
@@ -133,7 +144,10 @@ class AheadStep:
         started = r.paths.started(self.name)
         while not os.path.exists(done):
             if self.running.proc.poll() is not None:  # the ranks ended: their error is the generation's
-                r.check("generate", self.argv, self.running.wait)
+                res = self.running.wait()  # it has ended: no time limit or start watchdog can strike
+                if self._start_failed(res):
+                    continue
+                r.check("generate", self.argv, lambda ended=res: ended)
                 raise LaunchError(f"generate step failed: the {self.name} step's ranks ended (exit code 0) without "
                                   "writing the dataset")
             waited = time.perf_counter() - self.running.t0
@@ -154,9 +168,13 @@ class AheadStep:
         def run() -> Any:
             while True:
                 try:
-                    return self.running.wait()
+                    res = self.running.wait()
                 except StartTimeoutError as e:
                     self._again(str(e))
+                    continue
+                if self._start_failed(res):
+                    continue
+                return res
 
         r.check(self.name, self.argv, run)
 
@@ -173,14 +191,31 @@ def step_runner(spec: PointSpec, run_dir: Path, deadline: float | None = None) -
     return StepRunner(spec, run_dir, time.monotonic() + limit_s if deadline is None else deadline)
 
 
+def died_in_start_up(res: Any, started: Path) -> str | None:
+    """Why a step that failed before its ranks were all through MPI start-up (``started`` never made: see
+    :func:`ddlio.mpistep.announce_started`) is worth one more start, or None. Such a step measured nothing, and
+    MPI's start-up fails now and then for reasons of the moment (a PMI-2 exchange garbled under load, a UCX
+    address assertion, seen on the Slurm test cluster with two multi-node steps starting at once); a failure
+    that is the program's own fails the second start too, and reads as it always did."""
+    if res.returncode == 0 or started.exists():
+        return None
+    return f"the ranks ended (exit code {res.returncode}) before all were through MPI start-up"
+
+
 def _start_twice(argv: list[str], deadline: float, env: dict[str, str], paths: RunPaths, name: str,
                  start_s: float) -> Any:
     """Run the step; a step whose ranks hang in MPI start-up (``start_s`` seconds) is started once more."""
     left = deadline - time.monotonic()
     for attempt in (1, 2):
         try:
-            return run_step(argv, left, env=env, logs=paths.logs(name), started=paths.started(name),
-                            start_timeout_s=start_s)
+            res = run_step(argv, left, env=env, logs=paths.logs(name), started=paths.started(name),
+                           start_timeout_s=start_s)
+            left = deadline - time.monotonic()
+            if attempt == 1 and died_in_start_up(res, paths.started(name)) and left > start_s:
+                print(f"ddlio: {name} step: {died_in_start_up(res, paths.started(name))}; started once more",
+                      file=sys.stderr, flush=True)
+                continue
+            return res
         except StartTimeoutError as e:
             left = deadline - time.monotonic()
             if attempt == 2 or left <= start_s:
