@@ -17,7 +17,6 @@ from ddlio.plain import write_json_atomic
 from ddlio.records import ResultRecord
 from ddlio.runpaths import RunPaths
 from experiments.dataset.generate import generate_in
-from experiments.dataset.writers import generate_in_one_rank
 from experiments.kernel.kernel import Kernel
 
 
@@ -45,7 +44,14 @@ def ready(comm: Any) -> None:
         # rank 0 reads what to write and tells the others: a file just made on another node may not be visible
         # to every node's view of a shared file system yet
         plan_path = comm.bcast(json.loads(Path(gen).read_text())["plan"] if comm.rank == 0 else None, root=0)
-        (generate_in_one_rank if comm.size == 1 else generate_in)(comm, plan_path)
+        if comm.size == 1:
+            # lazy: the writers' modules (a C extension among them) stay out of every rank's start-up, whose
+            # memory the MPI library's PMI-2 exchange has shown itself sensitive to (docs/point.md)
+            from experiments.dataset.writers import generate_in_one_rank
+
+            generate_in_one_rank(comm, plan_path)
+        else:
+            generate_in(comm, plan_path)
         if comm.rank == 0:
             write_json_atomic(generated, {"ranks": comm.size})
         wait_for_gate(comm)
