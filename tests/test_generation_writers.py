@@ -257,7 +257,7 @@ class _OneRank:
 def test_a_one_rank_kernel_writes_its_dataset_by_writers(tmp_path, monkeypatch, capsys):
     """A one-rank point's kernel (experiments.kernel.main.ready: comm.size == 1) generates through the writers,
     one a core: the same bytes as one process; a failure prints why and aborts the step."""
-    from experiments.kernel.main import generate_in_one_rank
+    from experiments.dataset.writers import generate_in_one_rank
 
     plan, plan_path = planned(tmp_path, "format=bin", "workload.samples=40", "workload.samples_per_file=10")
     generate_here(plan_path)

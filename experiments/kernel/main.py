@@ -45,9 +45,7 @@ def ready(comm: Any) -> None:
         # to every node's view of a shared file system yet
         plan_path = comm.bcast(json.loads(Path(gen).read_text())["plan"] if comm.rank == 0 else None, root=0)
         if comm.size == 1:
-            # lazy: the writers' modules (a C extension among them) stay out of every rank's start-up, whose
-            # memory the MPI library's PMI-2 exchange has shown itself sensitive to (docs/point.md)
-            from experiments.dataset.writers import generate_in_one_rank
+            from experiments.dataset.writers import generate_in_one_rank  # lazy: not in every rank's start-up
 
             generate_in_one_rank(comm, plan_path)
         else:
