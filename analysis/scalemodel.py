@@ -108,11 +108,16 @@ def forms_allowed(scales: int) -> list[str]:
     return [f for f, k in FORMS.items() if k <= max(1, scales - 1)]
 
 
+def _rss_floor(y: np.ndarray) -> float:
+    """The least residual sum of squares a fit over ``y`` is given (MiB/s squared): (1e-4 × the data's scale)²
+    a repetition, so that an exact fit is not infinitely good (:meth:`Fit.bic`)."""
+    return len(y) * (1e-4 * float(np.mean(np.abs(y)))) ** 2
+
+
 def fit(r: np.ndarray, y: np.ndarray) -> Fit:
     """The best of the allowed forms (:func:`forms_allowed`) by BIC; ties go to the form with fewer parameters."""
     r, y = np.asarray(r, dtype=float), np.asarray(y, dtype=float)
-    floor = len(y) * (1e-4 * float(np.mean(np.abs(y)))) ** 2
-    fits = [fit_form(f, r, y, floor) for f in forms_allowed(len(np.unique(r)))]
+    fits = [fit_form(f, r, y, _rss_floor(y)) for f in forms_allowed(len(np.unique(r)))]
     return min(fits, key=lambda f: (round(f.bic(), 9), f.params))
 
 
@@ -140,7 +145,7 @@ def held_out(r: np.ndarray, y: np.ndarray, form: str | None = None) -> HeldOut:
     top = float(r.max())
     keep = r < top
     if form is not None and FORMS[form] <= len(np.unique(r[keep])):
-        f = fit_form(form, r[keep], y[keep], keep.sum() * (1e-4 * float(np.mean(np.abs(y[keep])))) ** 2)
+        f = fit_form(form, r[keep], y[keep], _rss_floor(y[keep]))
     else:
         f = fit(r[keep], y[keep])
     return HeldOut(top, float(f.predict(top)), float(y[~keep].mean()))

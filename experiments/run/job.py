@@ -211,11 +211,10 @@ def _start_twice(argv: list[str], deadline: float, env: dict[str, str], paths: R
             res = run_step(argv, left, env=env, logs=paths.logs(name), started=paths.started(name),
                            start_timeout_s=start_s)
             left = deadline - time.monotonic()
-            if attempt == 1 and died_in_start_up(res, paths.started(name)) and left > start_s:
-                print(f"ddlio: {name} step: {died_in_start_up(res, paths.started(name))}; started once more",
-                      file=sys.stderr, flush=True)
-                continue
-            return res
+            why = died_in_start_up(res, paths.started(name)) if attempt == 1 and left > start_s else None
+            if why is None:
+                return res
+            print(f"ddlio: {name} step: {why}; started once more", file=sys.stderr, flush=True)
         except StartTimeoutError as e:
             left = deadline - time.monotonic()
             if attempt == 2 or left <= start_s:
