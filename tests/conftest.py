@@ -127,9 +127,24 @@ def slurm_refusal() -> str | None:
         return None if name == wanted else (f"{SLURM_ENV}={wanted}, but {conf} is for cluster {name or '(unnamed)'}"
                                             ": the tests submit to the cluster named there only")
     if text.startswith(OWN_SLURM_MARK) and name == OWN_SLURM_NAME:
-        return None
+        return slurm_owner_refusal(conf)
     return (f"{conf} is not the project's test cluster (tests/cluster/slurm.sh start writes one); "
             f"to test against cluster {name or '(unnamed)'} say so: {SLURM_ENV}={name or 'NAME'}")
+
+
+def slurm_owner_refusal(conf: Path) -> str | None:
+    """Why the project's test cluster is not this checkout's to use (None: it is): tests/cluster/slurm.sh records
+    the checkout that started it beside the slurm.conf (``ddlio-owner``), and another checkout's tests (a CI
+    clone's) may be running on it; two suites' jobs on its two nodes would share them and slow or starve both."""
+    try:
+        owner = conf.with_name("ddlio-owner").read_text().strip()
+    except OSError:
+        return None
+    here = str(Path(__file__).resolve().parents[1])
+    if owner and owner != here and Path(owner).is_dir():
+        return (f"the Slurm test cluster was started from the checkout {owner}, whose tests may be using it; "
+                f"stop it there (bash {owner}/tests/cluster/slurm.sh stop) and start this one's")
+    return None
 
 
 @pytest.fixture(autouse=True)

@@ -37,6 +37,27 @@ def test_slurm_tests_use_only_the_project_cluster_or_the_named_one(tmp_path, mon
         assert "\n" not in why and (SLURM_ENV in why or "slurm.sh" in why)
 
 
+@pytest.mark.parametrize(("owner", "allowed"), [
+    (None, True),  # started by a version of slurm.sh that recorded no owner
+    ("here", True),  # this checkout started it
+    ("other", False),  # another checkout (a CI clone) started it and its tests may be running on it
+    ("gone", True),  # the checkout that started it is gone: nobody else's tests can be using it
+])
+def test_the_project_cluster_is_used_only_by_the_checkout_that_started_it(tmp_path, monkeypatch, owner, allowed):
+    path = tmp_path / "slurm.conf"
+    path.write_text(OWN_CONF)
+    (tmp_path / "other").mkdir()
+    if owner is not None:
+        recorded = {"here": str(ROOT.resolve()), "other": str(tmp_path / "other"), "gone": str(tmp_path / "gone")}
+        (tmp_path / "ddlio-owner").write_text(recorded[owner] + "\n")
+    monkeypatch.setenv("SLURM_CONF", str(path))
+    monkeypatch.delenv(SLURM_ENV, raising=False)
+    why = slurm_refusal()
+    assert (why is None) is allowed, why
+    if why:
+        assert "\n" not in why and f"bash {tmp_path / 'other'}/tests/cluster/slurm.sh stop" in why
+
+
 def test_on_a_login_node_the_slurm_tests_skip_in_one_line_each_and_call_no_slurm_command(tmp_path):
     """pytest on the Slurm tests with a site's slurm.conf: every test skips with one line, and no Slurm command
     runs (a sinfo, sbatch or scancel on PATH that records being called would show it)."""

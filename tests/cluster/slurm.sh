@@ -48,6 +48,18 @@ healthy() { ctld_up && acct_up && nodes_ok; }
 # started by an older version of this script (a different hash beside its state) is restarted by `start`.
 conf_hash() { { declare -f write_conf; echo "$N $CPUS $PART $B"; } | sha256sum | cut -c1-16; }
 conf_current() { [ "$(cat "$B/conf.hash" 2>/dev/null)" = "$(conf_hash)" ]; }
+# the checkout this script is in, and the one whose start brought the running cluster up ($CONF/ddlio-owner: the
+# tests read it too): two checkouts' tests on one cluster share its nodes, and one's stop ends the other's jobs
+HERE=$(cd "$(dirname "$0")/../.." && pwd -P)
+owner() { cat "$CONF/ddlio-owner" 2>/dev/null || true; }
+# refuse to restart, share or stop a cluster that another checkout (still present) started and still runs
+not_others() {
+  local o
+  o=$(owner)
+  if [ -n "$o" ] && [ "$o" != "$HERE" ] && [ -d "$o" ] && pid_of "$R/slurmctld.pid" slurmctld >/dev/null; then
+    die "the test cluster (base $B) runs for the checkout $o, not $HERE: its tests use it now or may; $1 it from there (bash $o/tests/cluster/slurm.sh $1)"
+  fi
+}
 # all daemons this base started are alive
 ours_up() {
   local n
@@ -178,6 +190,7 @@ do_start() {
   mkdir -p "$B/log" "$R"
   exec 9>"$B/lock"
   flock -w 300 9 || die "another slurm.sh holds $B/lock"
+  not_others stop
   if ours_up && healthy && conf_current; then
     log "already up and healthy (base $B): $(timeout 5 sinfo -h -o '%P: %D nodes %N, CPUs A/I/O/T %C')"
     return 0
@@ -214,6 +227,7 @@ do_start() {
   wait_for 60 nodes_idle || { timeout 5 sinfo -N >&2 || true; die "nodes not idle, logs: $B/log/slurmd-n*.log"; }
   check_srun
   conf_hash >"$B/conf.hash"
+  echo "$HERE" >"$CONF/ddlio-owner"
   log "cluster up in $((SECONDS - t0)) s (base $B): $(timeout 5 sinfo -h -o '%P: %D nodes %N, CPUs A/I/O/T %C')"
 }
 
@@ -245,7 +259,9 @@ do_stop() {
   mkdir -p "$B/log" "$R"
   exec 9>"$B/lock"
   flock -w 300 9 || die "another slurm.sh holds $B/lock"
+  not_others stop
   stop_daemons
+  rm -f "$CONF/ddlio-owner"
   log "stopped (base $B)"
 }
 
