@@ -17,10 +17,11 @@ took its time after its accounting, axboe/fio#831). Then the files' page cache i
 ``invalidate`` off so its runtime holds no eviction, axboe/fio#1422) and the same shards are read back in calls of
 the same size, ddlio's straight into its state (``checkpoint.restore_into=state``, as fio reads into its buffer;
 ``--restore-into staging`` adds DCP's new buffer per piece and the copy into the state). ddlio also writes rank
-0's ``.metadata`` index (a few hundred bytes), counted in its bytes; fio writes none. While fio runs, the bench holds
-memory the size of the shards, touched, as ddlio's ranks hold their state (:func:`trainer_state`; ``--no-state``
-leaves it out): on this VM the page cache of a run that first takes a GiB for its state lands in memory already
-handed back to the host, and writes into it run at a half or a third.
+0's ``.metadata`` index (a few hundred bytes), counted in its bytes; fio writes none. While fio runs, the bench
+holds memory the size of the shards, touched, as ddlio's ranks hold their state (:func:`trainer_state`; ``--state
+cell`` holds it through both tools' rounds, ``--state none`` leaves it out): on this VM the page cache of a run
+that first takes a GiB for its state lands in memory already handed back to the host, and writes into it run at a
+half or a third.
 
 Figures (MiB/s): fio's, the job bytes of both jobs over the longest job's runtime (its whole job, open to the end
 of its fsync, in milliseconds); ddlio's MLPerf-style figure, the bytes over the largest per-rank duration
@@ -191,22 +192,34 @@ def settle(seconds: float) -> None:
     time.sleep(seconds)
 
 
-def measure_cell(spec: Any, scratch: Path, transfer: int, rounds: int, pause: float = 1.0, hold_state: bool = True
+#: how the bench holds the trainers' state (:func:`trainer_state`) while fio runs
+STATE_MODES = ("round", "cell", "none")
+
+
+def measure_cell(spec: Any, scratch: Path, transfer: int, rounds: int, pause: float = 1.0, state: str = "round"
                  ) -> dict[str, Any]:
     """``rounds`` rounds of one cell, ddlio and fio in turn first (ABBA: a drift of the machine cancels over
     pairs), each run after :func:`settle` (``pause`` seconds): each round's figures (MiB/s) of each tool and which
-    went first."""
+    went first. ``state``: ``round``, the trainers' state taken for each fio round and freed after it; ``cell``,
+    taken once before the cell's first round and held through every round of both tools (no gibibyte is freed
+    between a fio round and the ddlio round after it); ``none``, no state."""
+    if state not in STATE_MODES:
+        raise ValueError(f"state {state!r}: choose from {', '.join(STATE_MODES)}")
     plan = plan_of(spec)
-    out: dict[str, Any] = {"ddlio": [], "fio": [], "ddlio_first": []}
-    for k in range(rounds):
-        first = k % 2 == 0
-        out["ddlio_first"].append(first)
-        for tool in (("ddlio", "fio") if first else ("fio", "ddlio")):
-            settle(pause)
-            if tool == "ddlio":
-                out["ddlio"].append(ddlio_figures(run_ddlio(spec, scratch / "run")))
-            else:
-                out["fio"].append(fio_round(plan, scratch, transfer, hold_state))
+    held = trainer_state(plan) if state == "cell" else []
+    out: dict[str, Any] = {"ddlio": [], "fio": [], "ddlio_first": [], "state": state}
+    try:
+        for k in range(rounds):
+            first = k % 2 == 0
+            out["ddlio_first"].append(first)
+            for tool in (("ddlio", "fio") if first else ("fio", "ddlio")):
+                settle(pause)
+                if tool == "ddlio":
+                    out["ddlio"].append(ddlio_figures(run_ddlio(spec, scratch / "run")))
+                else:
+                    out["fio"].append(fio_round(plan, scratch, transfer, state == "round"))
+    finally:
+        del held
     return out
 
 
@@ -247,8 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--restore-into", choices=("state", "staging"), default="state",
                     help="ddlio's checkpoint.restore_into (default %(default)s: reads straight into the state, as "
                          "fio's into its buffer; staging adds DCP's new buffer and copy per piece)")
-    ap.add_argument("--no-state", action="store_true",
-                    help="run fio without the trainers' state held in memory (see trainer_state)")
+    ap.add_argument("--state", choices=STATE_MODES, default="round",
+                    help="the trainers' state beside fio (see trainer_state): taken for each fio round (round, "
+                         "default), held through the whole cell by both tools' rounds (cell), or none")
     ap.add_argument("--dir", help="scratch directory (default: a temporary one under /tmp, removed after)")
     ap.add_argument("--runs", help="also write every round's figures to this JSON file")
     args = ap.parse_args(argv)
@@ -267,8 +281,7 @@ def main(argv: list[str] | None = None) -> int:
                 spec = point(scratch, size, transfer, layout, args.ranks, args.preset,
                              overrides=[f"checkpoint.restore_into={args.restore_into}"])
                 shards = plan_of(spec).shard_bytes
-                cell = measure_cell(spec, scratch, transfer, args.rounds, args.settle,
-                                    not args.no_state)
+                cell = measure_cell(spec, scratch, transfer, args.rounds, args.settle, args.state)
                 s = summarise(cell)
                 rows.append((format_size(transfer), layout, s))
                 runs.append({"transfer": transfer, "layout": layout, "shards": list(shards), **cell})

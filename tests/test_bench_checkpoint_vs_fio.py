@@ -52,3 +52,17 @@ def test_a_tiny_run_pairs_ddlio_and_fio_in_turn_and_prints_its_table(ck, tmp_pat
         assert len(cell[tool]) == 2 and all(r["write"] > 0 and r["read"] > 0 for r in cell[tool])
         assert all(r["resident"] == 0 for r in cell[tool])  # both restores read an emptied cache
     assert not (tmp_path / "d" / "fio-ckpt").exists()  # fio's files removed
+
+
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio not installed (apt-get install fio)")
+def test_the_state_held_through_a_cell_is_taken_once_and_freed_after_it(ck, tmp_path, monkeypatch):
+    taken = []
+    real = ck.trainer_state
+    monkeypatch.setattr(ck, "trainer_state", lambda plan: taken.append(1) or real(plan))
+    rc = ck.main(["--size", "8MiB", "--transfers", "1MiB", "--layouts", "nn", "--rounds", "2", "--settle", "0",
+                  "--state", "cell", "--dir", str(tmp_path / "d"), "--runs", str(tmp_path / "runs.json")])
+    assert rc == 0 and len(taken) == 1  # once for the cell, not once per fio round
+    (cell,) = json.loads((tmp_path / "runs.json").read_text())
+    assert cell["state"] == "cell" and len(cell["fio"]) == 2
+    with pytest.raises(ValueError, match="choose from round, cell, none"):
+        ck.measure_cell(None, tmp_path, 1 << 20, 1, state="always")
