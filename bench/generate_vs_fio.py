@@ -28,6 +28,7 @@ at ~300 MiB/s after ``--settle 8``. Other load on the machine moves both too, he
 
     python bench/generate_vs_fio.py                          # 256MiB per format (64MiB for images), 3 rounds, temp dir
     python bench/generate_vs_fio.py --size 1GiB --formats bin,hdf5 --rounds 5 --data-root /scratch/me/gen
+    python bench/generate_vs_fio.py --workload mlperf/unet3d --scale 0.05 --rounds 2   # a scaled MLPerf dataset
 """
 
 from __future__ import annotations
@@ -56,8 +57,10 @@ PLAIN = ("hdf5", "tfrecord", "npz", "npy", "bin")
 IMAGES = ("jpeg", "png")
 
 
-def point(data: Path, fmt: str, total: int, sample_size: int, files: int, ppn: int) -> Any:
-    """A validated ddlio point whose dataset is ``total`` bytes of ``sample_size``-byte samples in ``files`` files."""
+def point(data: Path, fmt: str, total: int, sample_size: int, files: int, ppn: int,
+          workload: str | None = None, scale: float = 1.0) -> Any:
+    """A validated ddlio point whose dataset is ``total`` bytes of ``sample_size``-byte samples in ``files`` files
+    (``workload``: instead, a workload preset's dataset, e.g. ``mlperf/unet3d``, at ``scale`` of its samples)."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
@@ -65,12 +68,15 @@ def point(data: Path, fmt: str, total: int, sample_size: int, files: int, ppn: i
     from experiments.config.validate import validate
 
     register_configs()
-    samples = max(files, total // sample_size)
-    overrides = [
-        f"format={fmt}", "access=shared", f"ppn={ppn}", f"workload.samples={samples}",
-        f"workload.sample_size={sample_size}", f"workload.samples_per_file={-(-samples // files)}",
-        f"data_root={data}", f"db={data / 'bench.db'}",
-    ]
+    if workload:
+        overrides = [f"workload={workload}", f"workload.scale={scale}", f"ppn={ppn}"]
+    else:
+        samples = max(files, total // sample_size)
+        overrides = [
+            f"format={fmt}", "access=shared", f"ppn={ppn}", f"workload.samples={samples}",
+            f"workload.sample_size={sample_size}", f"workload.samples_per_file={-(-samples // files)}",
+        ]
+    overrides += [f"data_root={data}", f"db={data / 'bench.db'}"]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose("config", overrides=overrides)
     return validate(OmegaConf.to_container(cfg, resolve=True), data)
@@ -163,6 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds, median reported (default %(default)s)")
     ap.add_argument("--fio-bs", default="1MiB", help="fio's write block size (default %(default)s)")
     ap.add_argument("--fio-jobs", type=int, default=1, help="fio's writing processes (default %(default)s)")
+    ap.add_argument("--workload", help="instead of --formats and sizes, a workload preset's own dataset (format, "
+                    "sample sizes and files), e.g. mlperf/unet3d; its row is named after it")
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="with --workload: workload.scale, the fraction of the preset's samples (default 1)")
     ap.add_argument("--settle", type=float, default=0.0,
                     help="seconds to wait after deleting the last run's files, before each timed run (default 0)")
     ap.add_argument("--data-root", help="where datasets and fio's file go (default: a temporary directory under "
@@ -170,6 +180,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
     unknown = [f for f in formats if f not in PLAIN + IMAGES]
+    if args.workload:
+        formats, unknown = [args.workload], []
+        if not (ROOT / "conf" / "workload" / f"{args.workload}.yaml").is_file():
+            print(f"unknown workload {args.workload}: see conf/workload/", file=sys.stderr)
+            return 2
     if unknown:
         print(f"unknown format(s) {', '.join(unknown)}: choose from {', '.join(PLAIN + IMAGES)}", file=sys.stderr)
         return 2
@@ -184,10 +199,16 @@ def main(argv: list[str] | None = None) -> int:
     gen: dict[str, list[float]] = {f: [] for f in formats}
     fio: dict[str, list[float]] = {f: [] for f in formats}
     gen_cpu: dict[str, list[float]] = {f: [] for f in formats}  # CPU seconds per GiB written
+    plain = (*PLAIN, args.workload) if args.workload else PLAIN
     fio_cpu: list[float] = []
     disk: dict[str, int] = {}
     ranks: dict[str, int] = {}
-    specs = {f: point(data, f, image_size if f in IMAGES else size, sample, args.files, args.ppn) for f in formats}
+    specs = {f: point(data, f, image_size if f in IMAGES else size, sample, args.files, args.ppn,
+                      args.workload, args.scale) for f in formats}
+    if args.workload:
+        spec = specs[args.workload]
+        size = int(DatasetPlan.from_point(spec).sizes().sum())
+        print(f"{args.workload} at workload.scale={args.scale:g}: format {spec.format.name}", flush=True)
     print(f"data root {data}; payload {format_size(size)} per format ({format_size(image_size)} for images), "
           f"{format_size(sample)} samples, {args.files} file(s), ppn={args.ppn}; fio bs={format_size(bs)} "
           f"jobs={args.fio_jobs}, end_fsync=1", flush=True)
@@ -206,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(args.settle)
                 bw, cpu = run_fio(data / "fio", nbytes, bs, args.fio_jobs)
                 fio[f].append(bw)
-                if f in PLAIN:
+                if f in plain:
                     fio_cpu.append(cpu / (nbytes / 2**30))
                 print(f"round {rnd + 1} {f:>8}: generation {gen[f][-1]:8.1f} MiB/s ({format_size(nbytes)} in "
                       f"{s:.2f} s, {ranks[f]} rank(s))   fio {fio[f][-1]:8.1f} MiB/s", flush=True)
@@ -214,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-    pooled = [w for f in formats if f in PLAIN for w in fio[f]] or [w for f in formats for w in fio[f]]
+    pooled = [w for f in formats if f in plain for w in fio[f]] or [w for f in formats for w in fio[f]]
     ref = statistics.median(pooled)
     print(f"\nfio sequential write: median {ref:.1f} MiB/s over its {len(pooled)} runs of --size "
           f"(min {min(pooled):.1f}, max {max(pooled):.1f}); ratio = generation / this median")
