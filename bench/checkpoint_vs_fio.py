@@ -21,7 +21,8 @@ the same size, ddlio's straight into its state (``checkpoint.restore_into=state`
 holds memory the size of the shards, touched, as ddlio's ranks hold their state (:func:`trainer_state`; ``--state
 cell`` holds it through both tools' rounds, ``--state none`` leaves it out): on this VM the page cache of a run
 that first takes a GiB for its state lands in memory already handed back to the host, and writes into it run at a
-half or a third.
+half or a third. ``--warmup`` has each measured run follow an unmeasured run of the same tool, so that neither
+tool runs after the other (docs/benchmarks.md: which tool ran just before decided the 4 MiB writes on this VM).
 
 Figures (MiB/s): fio's, the job bytes of both jobs over the longest job's runtime (its whole job, open to the end
 of its fsync, in milliseconds); ddlio's MLPerf-style figure, the bytes over the largest per-rank duration
@@ -196,28 +197,33 @@ def settle(seconds: float) -> None:
 STATE_MODES = ("round", "cell", "none")
 
 
-def measure_cell(spec: Any, scratch: Path, transfer: int, rounds: int, pause: float = 1.0, state: str = "round"
-                 ) -> dict[str, Any]:
+def measure_cell(spec: Any, scratch: Path, transfer: int, rounds: int, pause: float = 1.0, state: str = "round",
+                 warmup: bool = False) -> dict[str, Any]:
     """``rounds`` rounds of one cell, ddlio and fio in turn first (ABBA: a drift of the machine cancels over
     pairs), each run after :func:`settle` (``pause`` seconds): each round's figures (MiB/s) of each tool and which
     went first. ``state``: ``round``, the trainers' state taken for each fio round and freed after it; ``cell``,
     taken once before the cell's first round and held through every round of both tools (no gibibyte is freed
-    between a fio round and the ddlio round after it); ``none``, no state."""
+    between a fio round and the ddlio round after it); ``none``, no state. ``warmup``: each measured run follows an
+    unmeasured run of the same tool, so that each tool runs after itself (what memory the one before left free, and
+    how long ago, is then the same for both), not after the other."""
     if state not in STATE_MODES:
         raise ValueError(f"state {state!r}: choose from {', '.join(STATE_MODES)}")
     plan = plan_of(spec)
     held = trainer_state(plan) if state == "cell" else []
-    out: dict[str, Any] = {"ddlio": [], "fio": [], "ddlio_first": [], "state": state}
+    out: dict[str, Any] = {"ddlio": [], "fio": [], "ddlio_first": [], "state": state, "warmup": warmup}
     try:
         for k in range(rounds):
             first = k % 2 == 0
             out["ddlio_first"].append(first)
             for tool in (("ddlio", "fio") if first else ("fio", "ddlio")):
-                settle(pause)
-                if tool == "ddlio":
-                    out["ddlio"].append(ddlio_figures(run_ddlio(spec, scratch / "run")))
-                else:
-                    out["fio"].append(fio_round(plan, scratch, transfer, state == "round"))
+                for measured in ((False, True) if warmup else (True,)):
+                    settle(pause)
+                    if tool == "ddlio":
+                        figures = ddlio_figures(run_ddlio(spec, scratch / "run"))
+                    else:
+                        figures = fio_round(plan, scratch, transfer, state == "round")
+                    if measured:
+                        out[tool].append(figures)
     finally:
         del held
     return out
@@ -263,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--state", choices=STATE_MODES, default="round",
                     help="the trainers' state beside fio (see trainer_state): taken for each fio round (round, "
                          "default), held through the whole cell by both tools' rounds (cell), or none")
+    ap.add_argument("--warmup", action="store_true",
+                    help="before each measured run, an unmeasured one of the same tool: each tool runs after itself")
     ap.add_argument("--dir", help="scratch directory (default: a temporary one under /tmp, removed after)")
     ap.add_argument("--runs", help="also write every round's figures to this JSON file")
     args = ap.parse_args(argv)
@@ -281,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
                 spec = point(scratch, size, transfer, layout, args.ranks, args.preset,
                              overrides=[f"checkpoint.restore_into={args.restore_into}"])
                 shards = plan_of(spec).shard_bytes
-                cell = measure_cell(spec, scratch, transfer, args.rounds, args.settle, args.state)
+                cell = measure_cell(spec, scratch, transfer, args.rounds, args.settle, args.state, args.warmup)
                 s = summarise(cell)
                 rows.append((format_size(transfer), layout, s))
                 runs.append({"transfer": transfer, "layout": layout, "shards": list(shards), **cell})

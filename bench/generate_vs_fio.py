@@ -209,9 +209,15 @@ def main(argv: list[str] | None = None) -> int:
         spec = specs[args.workload]
         size = int(DatasetPlan.from_point(spec).sizes().sum())
         print(f"{args.workload} at workload.scale={args.scale:g}: format {spec.format.name}", flush=True)
-    print(f"data root {data}; payload {format_size(size)} per format ({format_size(image_size)} for images), "
-          f"{format_size(sample)} samples, {args.files} file(s), ppn={args.ppn}; fio bs={format_size(bs)} "
-          f"jobs={args.fio_jobs}, end_fsync=1", flush=True)
+    if args.workload:
+        w = specs[args.workload].workload
+        what = (f"{format_size(size)} in {w.samples} samples of {format_size(w.sample_size)} ± "
+                f"{format_size(w.sample_size_stdev)}, {specs[args.workload].num_files} file(s)")
+    else:
+        what = (f"payload {format_size(size)} per format ({format_size(image_size)} for images), "
+                f"{format_size(sample)} samples, {args.files} file(s)")
+    print(f"data root {data}; {what}, ppn={args.ppn}; fio bs={format_size(bs)} jobs={args.fio_jobs}, end_fsync=1",
+          flush=True)
     try:
         for rnd in range(args.rounds):
             # untimed, as large as the largest run: the round's first timed write meets memory as all the others do

@@ -66,3 +66,25 @@ def test_the_state_held_through_a_cell_is_taken_once_and_freed_after_it(ck, tmp_
     assert cell["state"] == "cell" and len(cell["fio"]) == 2
     with pytest.raises(ValueError, match="choose from round, cell, none"):
         ck.measure_cell(None, tmp_path, 1 << 20, 1, state="always")
+
+
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio not installed (apt-get install fio)")
+def test_warmup_runs_each_tool_once_more_before_its_measured_run_and_keeps_only_that(ck, tmp_path, monkeypatch):
+    calls = {"ddlio": 0, "fio": 0}
+    real_ddlio, real_fio = ck.run_ddlio, ck.fio_round
+
+    def ddlio(*a, **k):
+        calls["ddlio"] += 1
+        return real_ddlio(*a, **k)
+
+    def fio(*a, **k):
+        calls["fio"] += 1
+        return real_fio(*a, **k)
+
+    monkeypatch.setattr(ck, "run_ddlio", ddlio)
+    monkeypatch.setattr(ck, "fio_round", fio)
+    rc = ck.main(["--size", "8MiB", "--transfers", "1MiB", "--layouts", "n1", "--rounds", "2", "--settle", "0",
+                  "--warmup", "--dir", str(tmp_path / "d"), "--runs", str(tmp_path / "runs.json")])
+    assert rc == 0 and calls == {"ddlio": 4, "fio": 4}
+    (cell,) = json.loads((tmp_path / "runs.json").read_text())
+    assert cell["warmup"] is True and len(cell["ddlio"]) == len(cell["fio"]) == 2
