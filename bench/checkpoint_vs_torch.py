@@ -129,20 +129,25 @@ def ddlio_files(plan: Any) -> dict[str, int]:
     return sizes
 
 
-def measure(spec: Any, scratch: Path, rounds: int, pause: float = 1.0) -> dict[str, Any]:
+def measure(spec: Any, scratch: Path, rounds: int, pause: float = 1.0, warmup: bool = False) -> dict[str, Any]:
     """``rounds`` rounds, ddlio and torch in turn first (ABBA), each run after a ``sync`` and ``pause`` seconds
-    of quiet: each round's figures of each."""
+    of quiet: each round's figures of each. ``warmup``: each measured run follows an unmeasured run of the same
+    tool, so that neither runs right after the other (on the development VM, which tool ran before decides what
+    memory the next one's page cache and buffers get: docs/benchmarks.md)."""
     plan = plan_of(spec)
-    out: dict[str, Any] = {"ddlio": [], "torch": [], "ddlio_first": []}
+    out: dict[str, Any] = {"ddlio": [], "torch": [], "ddlio_first": [], "warmup": warmup}
     for k in range(rounds):
         first = k % 2 == 0
         out["ddlio_first"].append(first)
         for tool in (("ddlio", "torch") if first else ("torch", "ddlio")):
-            settle(pause)
-            if tool == "ddlio":
-                out["ddlio"].append(ddlio_figures(run_ddlio(spec, scratch / "run")))
-            else:
-                out["torch"].append(torch_round(plan, scratch, seed=k))
+            for measured in ((False, True) if warmup else (True,)):
+                settle(pause)
+                if tool == "ddlio":
+                    figures = ddlio_figures(run_ddlio(spec, scratch / "run"))
+                else:
+                    figures = torch_round(plan, scratch, seed=k)
+                if measured:
+                    out[tool].append(figures)
         d, t = out["ddlio"][-1], out["torch"][-1]
         print(f"round {k + 1}/{rounds}: save ddlio {d['write']:7.1f} torch {t['write']:7.1f} MiB/s, "
               f"restore ddlio {d['read']:7.1f} torch {t['read']:7.1f} MiB/s", flush=True)
@@ -158,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5, help="rounds of each, ABBA (default %(default)s)")
     ap.add_argument("--settle", type=float, default=1.0,
                     help="seconds of quiet (after a sync) before each run (default %(default)s)")
+    ap.add_argument("--warmup", action="store_true",
+                    help="before each measured run, an unmeasured one of the same tool: each tool runs after itself")
     ap.add_argument("--dir", help="scratch directory (default: a temporary one under /tmp, removed after)")
     ap.add_argument("--runs", help="also write every round's figures to this JSON file")
     args = ap.parse_args(argv)
@@ -173,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         plan = plan_of(spec)
         print(f"{args.preset} at {args.size} on {args.ranks} ranks: pieces of a rank "
               f"{', '.join(f'{n} {format_size(b)}' for n, b in plan.pieces[0])}", flush=True)
-        runs = measure(spec, scratch, args.rounds, args.settle)
+        runs = measure(spec, scratch, args.rounds, args.settle, args.warmup)
         if args.runs:
             Path(args.runs).write_text(json.dumps(runs, indent=1))
     finally:

@@ -24,6 +24,7 @@ metadata time, the checksums' and copies' time, latency histograms and the /proc
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import socket
 import sys
@@ -120,7 +121,7 @@ def restore(comm: Any, io: StorageIO, plan: CheckpointPlan, k: int, buf: np.ndar
             # as DCP's load and torch.load then load_state_dict do: each piece is read into a new tensor, then
             # copied into the model's state (the copy is part of the restore's duration, not of its calls' time;
             # calls.py says where torch does it)
-            staging = np.empty(size, dtype=np.uint8)
+            staging = trainer_memory(size)
             read_range(io, phase, fd, memoryview(staging), base + at, plan.transfer_size, what)
             phase.copy(buf[at:at + size], staging)
             del staging
@@ -201,6 +202,17 @@ def fault_here(rank: int) -> str | None:
     return kind if kind and r.isdigit() and int(r) == rank and what in ("", "checkpoint") else None
 
 
+def trainer_memory(nbytes: int) -> np.ndarray:
+    """``nbytes`` bytes of fresh private anonymous memory, in the 4 KiB pages torch's CPU allocator gives a tensor
+    (``posix_memalign``, no ``MADV_HUGEPAGE`` unless ``THP_MEM_ALLOC_ENABLE`` is set): the trainer's state and the
+    restore's new buffers. numpy's own allocator asks for transparent huge pages for large arrays, and on a VM
+    whose free memory was handed back to its host a cold read into such fresh pages ran at a quarter to a half of
+    one into 4 KiB pages (docs/benchmarks.md, the restore beside torch.distributed.checkpoint)."""
+    if nbytes <= 0:
+        return np.empty(0, dtype=np.uint8)
+    return np.frombuffer(mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE), dtype=np.uint8)  # unmapped with the array
+
+
 def run(comm: Any, plan: CheckpointPlan) -> dict[str, Any] | None:
     """This rank's part of the point: the saves, the caches emptied, the restores; rank 0 returns every rank's
     figures, the others None."""
@@ -208,7 +220,7 @@ def run(comm: Any, plan: CheckpointPlan) -> dict[str, Any] | None:
     io = io_for(plan.root)
     counter = Counter(io)
     size = max(plan.shard_bytes[rank], plan.shard_bytes[plan.source(rank)] if plan.restore else 0)
-    buf = np.empty(max(1, size), dtype=np.uint8)
+    buf = trainer_memory(max(1, size))
     saves, restores = [], []
     fault = fault_here(rank)
     for k in range(plan.count):
