@@ -197,36 +197,48 @@ def settle(seconds: float) -> None:
 STATE_MODES = ("round", "cell", "none")
 
 
+def in_turn(rounds: int, runs: dict[str, Callable[[int], dict[str, Any]]], pause: float = 1.0,
+            warmup: bool = False, each: Callable[[int, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """``rounds`` rounds of two tools, ``runs`` (name -> a run of round ``k``: its figures), the first-named first
+    in even rounds and second in odd ones (ABBA: a drift of the machine cancels over pairs), each run after
+    :func:`settle` (``pause`` seconds): each tool's figures per round, ``<first>_first`` (whether it went first)
+    and ``warmup``. ``warmup``: each measured run follows an unmeasured run of the same tool, so that each tool
+    runs after itself (what memory the one before left free, and how long ago, is then the same for both), not
+    after the other: on the development VM that decided the 4 MiB saves (docs/benchmarks.md). ``each``, if given,
+    is called with each round's number and the figures so far."""
+    a, b = runs
+    out: dict[str, Any] = {a: [], b: [], f"{a}_first": [], "warmup": warmup}
+    for k in range(rounds):
+        first = k % 2 == 0
+        out[f"{a}_first"].append(first)
+        for tool in ((a, b) if first else (b, a)):
+            for measured in ((False, True) if warmup else (True,)):
+                settle(pause)
+                figures = runs[tool](k)
+                if measured:
+                    out[tool].append(figures)
+        if each is not None:
+            each(k, out)
+    return out
+
+
 def measure_cell(spec: Any, scratch: Path, transfer: int, rounds: int, pause: float = 1.0, state: str = "round",
                  warmup: bool = False) -> dict[str, Any]:
-    """``rounds`` rounds of one cell, ddlio and fio in turn first (ABBA: a drift of the machine cancels over
-    pairs), each run after :func:`settle` (``pause`` seconds): each round's figures (MiB/s) of each tool and which
-    went first. ``state``: ``round``, the trainers' state taken for each fio round and freed after it; ``cell``,
-    taken once before the cell's first round and held through every round of both tools (no gibibyte is freed
-    between a fio round and the ddlio round after it); ``none``, no state. ``warmup``: each measured run follows an
-    unmeasured run of the same tool, so that each tool runs after itself (what memory the one before left free, and
-    how long ago, is then the same for both), not after the other."""
+    """``rounds`` rounds of one cell, ddlio and fio in turn (:func:`in_turn`): each round's figures (MiB/s) of each
+    tool and which went first. ``state``: ``round``, the trainers' state taken for each fio round and freed after
+    it; ``cell``, taken once before the cell's first round and held through every round of both tools (no gibibyte
+    is freed between a fio round and the ddlio round after it); ``none``, no state."""
     if state not in STATE_MODES:
         raise ValueError(f"state {state!r}: choose from {', '.join(STATE_MODES)}")
     plan = plan_of(spec)
     held = trainer_state(plan) if state == "cell" else []
-    out: dict[str, Any] = {"ddlio": [], "fio": [], "ddlio_first": [], "state": state, "warmup": warmup}
     try:
-        for k in range(rounds):
-            first = k % 2 == 0
-            out["ddlio_first"].append(first)
-            for tool in (("ddlio", "fio") if first else ("fio", "ddlio")):
-                for measured in ((False, True) if warmup else (True,)):
-                    settle(pause)
-                    if tool == "ddlio":
-                        figures = ddlio_figures(run_ddlio(spec, scratch / "run"))
-                    else:
-                        figures = fio_round(plan, scratch, transfer, state == "round")
-                    if measured:
-                        out[tool].append(figures)
+        out = in_turn(rounds, {"ddlio": lambda k: ddlio_figures(run_ddlio(spec, scratch / "run")),
+                               "fio": lambda k: fio_round(plan, scratch, transfer, state == "round")},
+                      pause, warmup)
     finally:
         del held
-    return out
+    return {**out, "state": state}
 
 
 def summarise(cell: dict[str, Any]) -> dict[str, Any]:

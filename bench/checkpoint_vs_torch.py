@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from checkpoint_vs_fio import ddlio_figures, plan_of, point, run_ddlio, settle  # noqa: E402
+from checkpoint_vs_fio import ddlio_figures, in_turn, plan_of, point, run_ddlio  # noqa: E402
 from vs_fio import median_ci  # noqa: E402
 
 from ddlio.units import format_size, parse_size  # noqa: E402
@@ -130,28 +130,17 @@ def ddlio_files(plan: Any) -> dict[str, int]:
 
 
 def measure(spec: Any, scratch: Path, rounds: int, pause: float = 1.0, warmup: bool = False) -> dict[str, Any]:
-    """``rounds`` rounds, ddlio and torch in turn first (ABBA), each run after a ``sync`` and ``pause`` seconds
-    of quiet: each round's figures of each. ``warmup``: each measured run follows an unmeasured run of the same
-    tool, so that neither runs right after the other (on the development VM, which tool ran before decides what
-    memory the next one's page cache and buffers get: docs/benchmarks.md)."""
+    """``rounds`` rounds, ddlio and torch in turn (:func:`checkpoint_vs_fio.in_turn`: ABBA, each run after a
+    ``sync`` and ``pause`` seconds of quiet, with ``warmup`` each tool after itself): each round's figures of each."""
     plan = plan_of(spec)
-    out: dict[str, Any] = {"ddlio": [], "torch": [], "ddlio_first": [], "warmup": warmup}
-    for k in range(rounds):
-        first = k % 2 == 0
-        out["ddlio_first"].append(first)
-        for tool in (("ddlio", "torch") if first else ("torch", "ddlio")):
-            for measured in ((False, True) if warmup else (True,)):
-                settle(pause)
-                if tool == "ddlio":
-                    figures = ddlio_figures(run_ddlio(spec, scratch / "run"))
-                else:
-                    figures = torch_round(plan, scratch, seed=k)
-                if measured:
-                    out[tool].append(figures)
+
+    def said(k: int, out: dict[str, Any]) -> None:
         d, t = out["ddlio"][-1], out["torch"][-1]
         print(f"round {k + 1}/{rounds}: save ddlio {d['write']:7.1f} torch {t['write']:7.1f} MiB/s, "
               f"restore ddlio {d['read']:7.1f} torch {t['read']:7.1f} MiB/s", flush=True)
-    return out
+
+    return in_turn(rounds, {"ddlio": lambda k: ddlio_figures(run_ddlio(spec, scratch / "run")),
+                            "torch": lambda k: torch_round(plan, scratch, seed=k)}, pause, warmup, said)
 
 
 def main(argv: list[str] | None = None) -> int:
