@@ -167,3 +167,21 @@ def test_a_step_that_dies_in_start_up_twice_fails_as_it_says(tmp_path):
             f"n = pathlib.Path({str(marker)!r}); n.write_text(n.read_text() + '1'); sys.exit(3)\n")
     res = _start_twice(_python(code), time.monotonic() + 60, {}, RunPaths(tmp_path), "kernel", 30.0)
     assert res.returncode == 3 and marker.read_text() == "11"
+
+
+def test_a_step_that_says_nothing_on_stderr_fails_with_what_the_launcher_printed_on_stdout():
+    """Hydra prints a rank's abort ("BAD TERMINATION ...") on stdout: where stderr is empty, the point's error
+    names that line and carries that tail, not "(no output)"."""
+    from types import SimpleNamespace
+
+    from ddlio.errors import LaunchError
+    from experiments.run.job import StepRunner
+    from experiments.run.mpirun import StepResult
+
+    out = "===\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   EXIT CODE: 2\n===\n"
+    res = StepResult(["mpiexec"], 1, 0.1, out, "")
+    with pytest.raises(LaunchError) as e:
+        StepRunner.check(SimpleNamespace(), "generate", ["mpiexec"], lambda: res)
+    first = str(e.value).splitlines()[0]
+    assert "(no output)" not in first and "=" in first, first
+    assert "BAD TERMINATION" in str(e.value)

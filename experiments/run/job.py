@@ -75,12 +75,16 @@ class StepRunner:
                 f"{e}") from None
         if res.returncode != 0:
             said = headline(res.stderr_tail)
+            # where the ranks said nothing on stderr, the launcher may have on stdout (Hydra's "BAD TERMINATION")
+            tail = res.stderr_tail if res.stderr_tail.strip() else (getattr(res, "stdout_tail", "") or "")
+            if said == "(no output)" and tail.strip():
+                said = headline(tail)
             if res.cause:
                 first = f"{name} step failed: {res.cause} (exit code {res.returncode})"
                 first += f"; {said}" if said != "(no output)" and res.cause not in said else ""
             else:
                 first = f"{name} step failed (exit code {res.returncode}): {said}"
-            raise LaunchError(f"{first}\ncommand: {' '.join(argv)}\n{res.stderr_tail}")
+            raise LaunchError(f"{first}\ncommand: {' '.join(argv)}\n{tail}")
 
     def ahead(self, module: str, args: list[str], ranks: int, name: str) -> AheadStep:
         """Start a step whose ranks start up now and wait (asleep) at its gate until :meth:`AheadStep.go` (or
