@@ -209,10 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         spec = specs[args.workload]
         size = int(DatasetPlan.from_point(spec).sizes().sum())
         print(f"{args.workload} at workload.scale={args.scale:g}: format {spec.format.name}", flush=True)
-    if args.workload:
-        w = specs[args.workload].workload
+        w = spec.workload
         what = (f"{format_size(size)} in {w.samples} samples of {format_size(w.sample_size)} ± "
-                f"{format_size(w.sample_size_stdev)}, {specs[args.workload].num_files} file(s)")
+                f"{format_size(w.sample_size_stdev)}, {spec.num_files} file(s)")
     else:
         what = (f"payload {format_size(size)} per format ({format_size(image_size)} for images), "
                 f"{format_size(sample)} samples, {args.files} file(s)")

@@ -74,11 +74,9 @@ class StepRunner:
                 f"({self.limit_s:.1f} s) ran out in the {name} step, which was killed; raise cluster.timeout_min\n"
                 f"{e}") from None
         if res.returncode != 0:
-            said = headline(res.stderr_tail)
             # where the ranks said nothing on stderr, the launcher may have on stdout (Hydra's "BAD TERMINATION")
-            tail = res.stderr_tail if res.stderr_tail.strip() else (getattr(res, "stdout_tail", "") or "")
-            if said == "(no output)" and tail.strip():
-                said = headline(tail)
+            tail = res.stderr_tail if res.stderr_tail.strip() else res.stdout_tail
+            said = headline(tail)
             if res.cause:
                 first = f"{name} step failed: {res.cause} (exit code {res.returncode})"
                 first += f"; {said}" if said != "(no output)" and res.cause not in said else ""

@@ -57,7 +57,7 @@ not_others() {
   local o
   o=$(owner)
   if [ -n "$o" ] && [ "$o" != "$HERE" ] && [ -d "$o" ] && pid_of "$R/slurmctld.pid" slurmctld >/dev/null; then
-    die "the test cluster (base $B) runs for the checkout $o, not $HERE: its tests use it now or may; $1 it from there (bash $o/tests/cluster/slurm.sh $1)"
+    die "the test cluster (base $B) runs for the checkout $o, not $HERE: its tests use it now or may; stop it from there (bash $o/tests/cluster/slurm.sh stop)"
   fi
 }
 # all daemons this base started are alive
@@ -190,7 +190,7 @@ do_start() {
   mkdir -p "$B/log" "$R"
   exec 9>"$B/lock"
   flock -w 300 9 || die "another slurm.sh holds $B/lock"
-  not_others stop
+  not_others
   if ours_up && healthy && conf_current; then
     log "already up and healthy (base $B): $(timeout 5 sinfo -h -o '%P: %D nodes %N, CPUs A/I/O/T %C')"
     return 0
@@ -259,7 +259,7 @@ do_stop() {
   mkdir -p "$B/log" "$R"
   exec 9>"$B/lock"
   flock -w 300 9 || die "another slurm.sh holds $B/lock"
-  not_others stop
+  not_others
   stop_daemons
   rm -f "$CONF/ddlio-owner"
   log "stopped (base $B)"
