@@ -285,10 +285,15 @@ mounted() {
 }
 fuse_pid() { pid_of "$R/ceph-fuse.pid" ceph-fuse; }
 mds_active() { timeout 5 ceph mds stat 2>/dev/null | grep -q up:active; }
+# a mount whose ceph-fuse is gone (killed with the machine's session, say) answers every stat with ENOTCONN, even
+# the mkdir of its own mount point: detach it before anything touches $MNT
+drop_stale_mount() {
+  if mounted && ! fuse_pid >/dev/null; then log "stale mount at $MNT (no ceph-fuse): lazy unmount"; umount -l "$MNT" || true; fi
+}
 mount_fs() {
+  drop_stale_mount
   mkdir -p "$MNT"
   if mounted && fuse_pid >/dev/null; then return 0; fi
-  if mounted; then umount -l "$MNT" || true; fi
   wait_for 120 mds_active || die "no active MDS, log: $L/mds.a.log"
   # its own client id (not client.admin: the admin sockets would clash); `p` lets it set ceph.*.layout xattrs
   [ -s "$B/fuse.keyring" ] || ceph fs authorize "$FSNAME" client.fuse / rwp >"$B/fuse.keyring"
@@ -335,9 +340,11 @@ stop_daemons() {
 do_start() {
   local t0=$SECONDS
   [ "$(id -u)" = 0 ] || die "needs root (packages, loop devices, cgroups, FUSE)"
-  mkdir -p "$B" "$R" "$L" "$D" "$MNT" "$B/crash"
+  mkdir -p "$B" "$R" "$L" "$D" "$B/crash"
   exec 9>"$B/lock"
   flock -w 600 9 || die "another cephfs.sh holds $B/lock"
+  drop_stale_mount
+  mkdir -p "$MNT"
   if ours_up; then log "already up, mounted at $MNT"; return 0; fi
   install_pkgs
   [ -e /dev/fuse ] || die "/dev/fuse missing"

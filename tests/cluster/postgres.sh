@@ -64,10 +64,23 @@ do_start() {
   mkdir -p "$B/sock"
   chown postgres: "$B/sock"
   # a test server: speed over durability (fsync off), a private socket directory, loopback only
-  timeout 90 runuser -u postgres -- "$(bindir)/pg_ctl" -D "$D" -l "$B/server.log" -w -t 60 start \
-    -o "-p $PORT -k $B/sock -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off \
-        -c full_page_writes=off -c max_connections=200 -c shared_buffers=32MB" </dev/null >/dev/null 9>&- \
-    || { tail -n 20 "$B/server.log" >&2; die "pg_ctl start failed, log: $B/server.log"; }
+  # the port lies in Linux's ephemeral range: a client socket of some other program can hold it for a while, so a
+  # start that lost the port is tried again, up to 4 times over about a minute, naming the holder
+  local try
+  for try in 1 2 3 4; do
+    : >"$B/server.log"
+    chown postgres: "$B/server.log"
+    timeout 90 runuser -u postgres -- "$(bindir)/pg_ctl" -D "$D" -l "$B/server.log" -w -t 60 start \
+      -o "-p $PORT -k $B/sock -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off \
+          -c full_page_writes=off -c max_connections=200 -c shared_buffers=32MB" </dev/null >/dev/null 9>&- && break
+    if [ "$try" -lt 4 ] && grep -q "Address already in use" "$B/server.log"; then
+      log "port $PORT is taken ($(ss -Htanp "( sport = :$PORT )" 2>/dev/null | head -n 2 | tr -s ' ' | tr '\n' ';')): try $((try + 1)) in 20 s"
+      sleep 20
+      continue
+    fi
+    tail -n 20 "$B/server.log" >&2
+    die "pg_ctl start failed, log: $B/server.log"
+  done
   pid=$(head -n 1 "$D/postmaster.pid" | tr -dc 0-9)
   echo "$pid" >"$PIDF"
   wait_for 30 answers || die "the server does not accept $USER_ on 127.0.0.1:$PORT, log: $B/server.log"
