@@ -12,16 +12,23 @@ a 1-D DTensor of their own.
   DCP's own ``FileSystemWriter(sync_files=True)`` (each rank's ``__<rank>_0.distcp``, fsync'd; rank 0's
   ``.metadata`` after the ranks' writes);
 - ``--mode load``: allocate the same DTensors and zero them (preallocated and touched, untimed: a model's
-  tensors exist when it restores), barrier, time ``dcp.load`` with ``FileSystemReader`` into them, then compare
-  every byte with the seeded bytes (untimed).
+  tensors exist when it restores), empty the checkpoint's page cache (rank 0, ``posix_fadvise`` DONTNEED on every
+  file, then ``mincore`` says what stayed resident), barrier, time ``dcp.load`` with ``FileSystemReader`` into
+  them, then compare every byte with the seeded bytes (untimed). The cache is emptied here, right before the
+  timed call, as ddlio's step empties it right before its restore: on a VM whose freed memory goes back to its
+  host, memory freed seconds earlier is several times slower to take again than memory freed just now
+  (docs/benchmarks.md), so where the eviction happens must be the same for both.
 
-Rank 0 writes ``--out`` (JSON): each rank's seconds in the timed call and its payload bytes.
+Rank 0 writes ``--out`` (JSON): each rank's seconds in the timed call and its payload bytes, and for a load the
+fraction of the checkpoint's pages still resident after the eviction (``resident``, 0: emptied).
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
+import mmap
 import os
 import time
 from pathlib import Path
@@ -40,6 +47,49 @@ def local_bytes(n: int, seed: int, rank: int, piece: int) -> torch.Tensor:
     """Rank ``rank``'s part of piece ``piece``: ``n`` random bytes, the same for the same arguments."""
     g = torch.Generator().manual_seed(seed * 1_000_003 + rank * 1009 + piece)
     return torch.randint(0, 256, (n,), dtype=torch.uint8, generator=g)
+
+
+def residency(directory: Path) -> float:
+    """The fraction of the pages of ``directory``'s files (not below it) in the page cache, by ``mincore``."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p)
+    pages = resident = 0
+    for path in sorted(p for p in directory.iterdir() if p.is_file()):
+        n = path.stat().st_size
+        if n == 0:
+            continue
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            addr = libc.mmap(None, n, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+            if addr in (None, ctypes.c_void_p(-1).value):
+                raise OSError(ctypes.get_errno(), f"mmap {path}")
+            try:
+                vec = ctypes.create_string_buffer((n + mmap.PAGESIZE - 1) // mmap.PAGESIZE)
+                if libc.mincore(ctypes.c_void_p(addr), n, vec) != 0:
+                    raise OSError(ctypes.get_errno(), f"mincore {path}")
+                pages += len(vec.raw)
+                resident += sum(b & 1 for b in vec.raw)
+            finally:
+                libc.munmap(ctypes.c_void_p(addr), n)
+        finally:
+            os.close(fd)
+    return resident / pages if pages else 0.0
+
+
+def evict(directory: Path) -> float:
+    """Drop ``directory``'s files from the page cache (``fsync``, then ``posix_fadvise`` DONTNEED): the fraction
+    of their pages still resident after (:func:`residency`)."""
+    for path in sorted(p for p in directory.iterdir() if p.is_file()):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    return residency(directory)
 
 
 def main() -> int:
@@ -65,6 +115,7 @@ def main() -> int:
                          else torch.empty(shape, dtype=torch.uint8).fill_(0))
                 state[name] = DTensor.from_local(local, mesh, [Shard(0)], run_check=False)
         del full
+    resident = evict(Path(args.dir)) if args.mode == "load" and rank == 0 else None
     dist.barrier()
     t0 = time.perf_counter()
     if args.mode == "save":
@@ -84,7 +135,8 @@ def main() -> int:
     dist.all_gather_object(said, {"rank": rank, "seconds": seconds, "bytes": sum(sizes), "ok": ok,
                                   "pid": os.getpid()})
     if rank == 0:
-        Path(args.out).write_text(json.dumps({"mode": args.mode, "ranks": said, "torch": torch.__version__}))
+        Path(args.out).write_text(json.dumps({"mode": args.mode, "ranks": said, "torch": torch.__version__,
+                                              "resident": resident}))
     dist.destroy_process_group()
     return 0 if ok else 1
 

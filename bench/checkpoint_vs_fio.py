@@ -21,8 +21,12 @@ the same size, ddlio's straight into its state (``checkpoint.restore_into=state`
 holds memory the size of the shards, touched, as ddlio's ranks hold their state (:func:`trainer_state`; ``--state
 cell`` holds it through both tools' rounds, ``--state none`` leaves it out): on this VM the page cache of a run
 that first takes a GiB for its state lands in memory already handed back to the host, and writes into it run at a
-half or a third. ``--warmup`` has each measured run follow an unmeasured run of the same tool, so that neither
-tool runs after the other (docs/benchmarks.md: which tool ran just before decided the 4 MiB writes on this VM).
+half or a third. Each run starts after ``--settle`` seconds of quiet (12 by default): the tools reach their first
+write 0.1 s (fio) to 1.5 s (ddlio's job) after the run before removed its files, and on a VM whose freed memory
+goes back to its host that decides the writes (memory freed just now is several times faster to take than memory
+freed seconds ago, ``python bench/evict_wait.py --writes``); 12 s lets both start from the same, returned memory.
+``--warmup`` has each measured run follow an unmeasured run of the same tool, so that neither tool runs after the
+other (docs/benchmarks.md: which tool ran just before decided the 4 MiB writes with ``--settle 1``).
 
 Figures (MiB/s): fio's, the job bytes of both jobs over the longest job's runtime (its whole job, open to the end
 of its fsync, in milliseconds); ddlio's MLPerf-style figure, the bytes over the largest per-rank duration
@@ -273,8 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ranks", type=int, default=2, help="ranks = fio jobs (default %(default)s)")
     ap.add_argument("--preset", default="llama3_8b", help="conf/checkpoint preset (default %(default)s)")
     ap.add_argument("--rounds", type=int, default=5, help="rounds of each, ABBA (default %(default)s)")
-    ap.add_argument("--settle", type=float, default=1.0,
-                    help="seconds of quiet (after a sync) before each run (default %(default)s)")
+    ap.add_argument("--settle", type=float, default=12.0,
+                    help="seconds of quiet (after a sync) before each run (default %(default)s: long enough that "
+                         "memory freed by the run before has gone back to a VM's host for both tools)")
     ap.add_argument("--restore-into", choices=("state", "staging"), default="state",
                     help="ddlio's checkpoint.restore_into (default %(default)s: reads straight into the state, as "
                          "fio's into its buffer; staging adds DCP's new buffer and copy per piece)")

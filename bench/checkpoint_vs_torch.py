@@ -5,14 +5,20 @@ The torch side is bench/checkpoint_torch_program.py (torch only, no ddlio code),
 every rank holds one uint8 DTensor per piece of its shard, sharded ``Shard(0)`` over a CPU device mesh, the
 pieces' bytes those of ddlio's plan for the preset (``checkpoint=llama3_8b checkpoint.size=SIZE``: on 2 ranks
 under ZeRO-3, a rank's model states and its optimizer states). ``dcp.save`` with DCP's own
-``FileSystemWriter(sync_files=True)`` is timed from a barrier on every rank; the page cache of the files it
-wrote is emptied (``posix_fadvise`` DONTNEED through ddlio's helper, in this process, verified with ``mincore``);
-then a second torchrun times ``dcp.load`` with ``FileSystemReader`` into preallocated DTensors and checks every
-byte (untimed).
+``FileSystemWriter(sync_files=True)`` is timed from a barrier on every rank; then a second torchrun allocates the
+DTensors, empties the page cache of the files the save wrote (``posix_fadvise`` DONTNEED, verified with
+``mincore``: the torch program's own, right before its timed call, where ddlio's step empties it too), times
+``dcp.load`` with ``FileSystemReader`` into them and checks every byte (untimed).
 
 ddlio's side is ``kind=checkpoint access=fpp checkpoint.layout=dcp`` on the same preset and size (its
 ``checkpoint.transfer_size``, 4 MiB unless ``--transfer``), run as its job runs it. The two alternate, in turn
-first (ABBA), ``--rounds`` times.
+first (ABBA), ``--rounds`` times, each run after ``--settle`` seconds of quiet.
+
+On a VM whose freed memory goes back to its host (virtio-balloon's free page reporting, as on the development
+VM), a save into memory freed seconds ago runs several times slower than one into memory freed just now
+(``python bench/evict_wait.py --writes`` shows it), and each tool starts writing a different time after the
+last files were removed (ddlio's job about 1.5 s, torchrun about 5 s): ``--settle`` 12 (the default) lets every
+run start from the same memory, the slow case. ``--settle 1`` shows the other.
 
 Figures, MiB/s, MLPerf-style on both sides: the shards' bytes over the largest per-rank duration (torch: the
 timed ``dcp.save`` / ``dcp.load`` call, planning collectives and rank 0's ``.metadata`` included; ddlio:
@@ -98,17 +104,14 @@ def run_torch(mode: str, directory: Path, pieces: list[int], seed: int, out: Pat
 
 def torch_round(plan: Any, scratch: Path, seed: int) -> dict[str, Any]:
     """DCP's save and load of the plan's shards in a fresh directory: MiB/s of each (MLPerf-style), the
-    residency left by the eviction between them, and the files DCP wrote (name -> bytes). Removed after."""
-    from experiments.kernel.cache import evict, residency
-
+    residency left by the eviction between them (the torch program's own, right before its timed load, as ddlio's
+    step does it), and the files DCP wrote (name -> bytes). Removed after."""
     pieces = equal_pieces(plan)
     d = scratch / "torch-ckpt"
     shutil.rmtree(d, ignore_errors=True)
     try:
         save = run_torch("save", d, pieces, seed, scratch / "save.json", plan.ranks)
         files = {p.name: p.stat().st_size for p in sorted(d.iterdir())}
-        evict([d / n for n in files])
-        resident = residency([d / n for n in files])
         load = run_torch("load", d, pieces, seed, scratch / "load.json", plan.ranks)
     finally:
         shutil.rmtree(d, ignore_errors=True)
@@ -117,7 +120,7 @@ def torch_round(plan: Any, scratch: Path, seed: int) -> dict[str, Any]:
     def mib_s(said: dict[str, Any]) -> float:
         return total / MIB / max(r["seconds"] for r in said["ranks"])
 
-    return {"write": mib_s(save), "read": mib_s(load), "resident": resident, "files": files,
+    return {"write": mib_s(save), "read": mib_s(load), "resident": load["resident"], "files": files,
             "torch": save["torch"]}
 
 
@@ -150,8 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ranks", type=int, default=2, help="ranks of both (default %(default)s)")
     ap.add_argument("--transfer", default="4MiB", help="ddlio's checkpoint.transfer_size (default %(default)s)")
     ap.add_argument("--rounds", type=int, default=5, help="rounds of each, ABBA (default %(default)s)")
-    ap.add_argument("--settle", type=float, default=1.0,
-                    help="seconds of quiet (after a sync) before each run (default %(default)s)")
+    ap.add_argument("--settle", type=float, default=12.0,
+                    help="seconds of quiet (after a sync) before each run (default %(default)s: long enough that "
+                         "memory freed by the run before has gone back to a VM's host for both tools)")
     ap.add_argument("--warmup", action="store_true",
                     help="before each measured run, an unmeasured one of the same tool: each tool runs after itself")
     ap.add_argument("--dir", help="scratch directory (default: a temporary one under /tmp, removed after)")
