@@ -26,10 +26,9 @@ fraction of the checkpoint's pages still resident after the eviction (``resident
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
-import mmap
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -38,6 +37,9 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor, Shard
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fidelity"))
+import pagecache  # bench/fidelity's page-cache helper: posix_fadvise and mincore, no ddlio code
 
 #: bytes of a row of a piece's 2-D tensor
 ROW = 4096
@@ -49,47 +51,21 @@ def local_bytes(n: int, seed: int, rank: int, piece: int) -> torch.Tensor:
     return torch.randint(0, 256, (n,), dtype=torch.uint8, generator=g)
 
 
+def files_of(directory: Path) -> list[str]:
+    """The files of ``directory`` (not below it)."""
+    return [str(p) for p in sorted(directory.iterdir()) if p.is_file()]
+
+
 def residency(directory: Path) -> float:
-    """The fraction of the pages of ``directory``'s files (not below it) in the page cache, by ``mincore``."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
-    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
-    libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p)
-    pages = resident = 0
-    for path in sorted(p for p in directory.iterdir() if p.is_file()):
-        n = path.stat().st_size
-        if n == 0:
-            continue
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            addr = libc.mmap(None, n, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-            if addr in (None, ctypes.c_void_p(-1).value):
-                raise OSError(ctypes.get_errno(), f"mmap {path}")
-            try:
-                vec = ctypes.create_string_buffer((n + mmap.PAGESIZE - 1) // mmap.PAGESIZE)
-                if libc.mincore(ctypes.c_void_p(addr), n, vec) != 0:
-                    raise OSError(ctypes.get_errno(), f"mincore {path}")
-                pages += len(vec.raw)
-                resident += sum(b & 1 for b in vec.raw)
-            finally:
-                libc.munmap(ctypes.c_void_p(addr), n)
-        finally:
-            os.close(fd)
-    return resident / pages if pages else 0.0
+    """The fraction of the pages of ``directory``'s files in the page cache, by ``mincore``
+    (bench/fidelity/pagecache.py, the fidelity applications' helper: no ddlio code)."""
+    return pagecache.resident_fraction(files_of(directory))
 
 
 def evict(directory: Path) -> float:
-    """Drop ``directory``'s files from the page cache (``fsync``, then ``posix_fadvise`` DONTNEED): the fraction
-    of their pages still resident after (:func:`residency`)."""
-    for path in sorted(p for p in directory.iterdir() if p.is_file()):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-    return residency(directory)
+    """Drop ``directory``'s files from the page cache (``fdatasync``, then ``posix_fadvise`` DONTNEED): the
+    fraction of their pages still resident after."""
+    return pagecache.evict(files_of(directory))
 
 
 def main() -> int:
