@@ -24,6 +24,9 @@ def test_a_format_of_the_bench_sizes_is_generated_beside_fio(gen, tmp_path, caps
     assert rc == 0, out
     row = [ln for ln in out.splitlines() if ln.split()[:1] == ["bin"]][-1]
     assert "4 MiB" in row or "4.0 MiB" in row, row
+    start = float(row.split()[-3])  # ... start s, fio beside, ratio: the forked writer's start, outside the clock
+    assert 0.0 < start < 60.0, row
+    assert "writer's start" in out
     assert out.splitlines()[-1].startswith("min ratio: ")
 
 

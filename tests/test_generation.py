@@ -316,7 +316,7 @@ def test_a_writer_forked_ahead_and_never_asked_ends_and_is_reaped(tmp_path):
     spec = point(tmp_path, "format=hdf5")
     assert spec.ranks == 1
     gen = generation_runner(spec, tmp_path)
-    forked = next(c.cell_contents for c in gen.__closure__ if isinstance(c.cell_contents, list))[0]
+    forked = gen._ahead
     pid = forked.pid
     assert isinstance(forked, ForkedGenerator)
     del gen, forked
@@ -329,6 +329,26 @@ def test_a_writer_forked_ahead_and_never_asked_ends_and_is_reaped(tmp_path):
         os.waitpid(other.pid, os.WNOHANG)
     with pytest.raises(RuntimeError, match="used or closed"):
         other.generate(str(tmp_path / "plan.json"))
+
+
+def test_a_writer_forked_ahead_says_when_it_is_ready_and_what_its_start_cost(tmp_path):
+    """ready() returns once the forked writer has loaded numpy and h5py, with the CPU seconds that took (more than
+    nothing: importing h5py is work), the same number when asked again; the writer then generates as before, and a
+    runner whose writer was used has nothing ahead any more (ready() says 0.0)."""
+    from experiments.dataset import DatasetPlan, ensure_dataset
+    from experiments.run import generation_runner
+    from lustre import Layout
+
+    spec = point(tmp_path, "format=hdf5")
+    gen = generation_runner(spec, tmp_path / "run")
+    cpu = gen.ready(timeout=60)
+    assert 0.0 < cpu < 60.0
+    assert gen.ready() == cpu
+    plan = DatasetPlan.from_point(spec)
+    info = ensure_dataset(plan, Layout(spec.layout.stripe_count, spec.layout.stripe_size), gen, spec.ranks)
+    assert info.generated
+    assert gen.ready() == 0.0  # nothing forked ahead any more: the writer was used
+    gen.close()
 
 
 @pytest.mark.parametrize(("la", "lb"), [(0, 0), (0, 5), (5, 0), (1, 1), (100, 8 * 1024 * 1024 + 3), (7, 12345)])

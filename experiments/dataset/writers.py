@@ -36,6 +36,7 @@ from experiments.dataset.generate import environment, generate_and_check, write_
 from experiments.dataset.plan import DatasetPlan, even_split
 from experiments.dataset.verify import check_files, plan_sizes
 from experiments.formats import get_format
+from experiments.formats.base import GENERATOR_THREADS, generator_threads
 from experiments.formats.ranges import RangedFormat
 from lustre import io as io_mod
 from lustre.io import StorageIO
@@ -81,17 +82,26 @@ def generate_by_writers(plan_path: str | os.PathLike, env: Mapping[str, str] | N
     plan = DatasetPlan.from_dict(json.loads(Path(plan_path).read_text()))
     with environment(env or {}):
         sizes = plan_sizes(plan)
-        w = writer_count(plan, sizes) if writers is None else max(1, writers)
+        cores = usable_cores()
+        w = writer_count(plan, sizes, cores) if writers is None else max(1, writers)
         if w > 1 and plan.num_files > 1:
             w = min(w, plan.num_files)
-            parts = run_writers(w, lambda r: generate_and_check(plan, r, w, sizes),
-                                lambda r: ", ".join(plan.file_name(f) for f in range(r, plan.num_files, w)))
-        elif w > 1 and plan.num_files == 1 and shares_file(plan):
-            parts = [write_shared(plan, sizes, w)]
-        else:
-            parts = [generate_and_check(plan, 0, 1, sizes)]
+        # the cores the writers leave: threads generating ahead of each (none where the writers fill them all)
+        with generator_threads(min(GENERATOR_THREADS, max(0, cores - w) // w)):
+            parts = _write(plan, sizes, w)
         write_verification(plan, sizes, parts)
         return [plan.file_name(f) for f in range(plan.num_files)]
+
+
+def _write(plan: DatasetPlan, sizes: np.ndarray, w: int) -> list[dict[str, Any]]:
+    """The plan's files written by ``w`` writers (:func:`generate_by_writers`); every writer's part of the
+    verification."""
+    if w > 1 and plan.num_files > 1:
+        return run_writers(w, lambda r: generate_and_check(plan, r, w, sizes),
+                           lambda r: ", ".join(plan.file_name(f) for f in range(r, plan.num_files, w)))
+    if w > 1 and plan.num_files == 1 and shares_file(plan):
+        return [write_shared(plan, sizes, w)]
+    return [generate_and_check(plan, 0, 1, sizes)]
 
 
 def generate_in_one_rank(comm: Any, plan_path: str | os.PathLike) -> None:
