@@ -57,6 +57,30 @@ _SYNC_FILE_RANGE_WAIT_ALL = 1 | 2 | 4
 WRITE_BEHIND_S = 0.005
 
 
+class RangeWriteBehind:
+    """One writer's write-behind of its own writes to a file written in place, by others too or at its final size
+    from the start (the path-watching :meth:`StorageIO.write_behind` follows a file's growing end, which neither
+    has), told of each write (``written(fd, offset, bytes)``) by the writer itself: each
+    write's range is queued for writeback (``sync_file_range(SYNC_FILE_RANGE_WRITE)``) as it is written, and the
+    range written before it is waited for and dropped from the page cache, as the path-watching one does (the last
+    range is left to the fsync that ends the file)."""
+
+    def __init__(self) -> None:
+        self._queued: tuple[int, int] | None = None  # (offset, bytes) queued last
+
+    def __call__(self, fd: int, offset: int, n: int) -> None:
+        """``n`` bytes were just written at ``offset`` of ``fd``: queue them, wait for and drop the range before."""
+        sync = _SYNC_FILE_RANGE  # libc's sync_file_range (Linux), or None: no write-behind
+        if sync is None or n <= 0:
+            return
+        if self._queued is not None:
+            before, m = self._queued
+            sync(fd, before, m, _SYNC_FILE_RANGE_WAIT_ALL)
+            os.posix_fadvise(fd, before, m, os.POSIX_FADV_DONTNEED)
+        sync(fd, offset, n, _SYNC_FILE_RANGE_WRITE)
+        self._queued = (offset, n)
+
+
 class StorageIO:
     """The operations ddlio asks of the storage that holds a dataset; every one has the POSIX behaviour here, so a
     subclass overrides only what its store does differently (an object store: all of them).

@@ -94,6 +94,8 @@ SHARED = {
     "tfrecord": ["format=tfrecord", "workload.sample_size_stdev=0"],
     "tfrecord-sizes": ["format=tfrecord"],
     "tfrecord-example": ["format=tfrecord", "format.layout=example"],
+    "hdf5": ["format=hdf5"],
+    "hdf5-paged-aligned": ["format=hdf5", "format.fs_strategy=page", "format.alignment=4096"],
 }
 
 
@@ -118,6 +120,26 @@ def test_several_writers_of_one_file_write_one_writer_s_bytes(tmp_path, monkeypa
         {k: v for k, v in e.items() if k != "file"} for e in entries]
 
 
+@pytest.mark.parametrize("options", [[], ["format.fs_strategy=page"], ["format.alignment=4096"],
+                                     ["format.alignment=65536", "format.alignment_threshold=1024"],
+                                     ["workload.samples=1", "workload.sample_size=1", "workload.sample_size_stdev=0"]])
+def test_contiguous_hdf5_written_at_offsets_is_the_file_h5py_writes_in_slabs(tmp_path, monkeypatch, options):
+    """A contiguous HDF5 file laid out by h5py and its records written at the storage's address (what several
+    writers do) holds the very bytes h5py writes when handed the records as slabs (the path before, still taken for
+    chunked storage), with every file-creation knob that moves where the storage lies."""
+    from experiments.formats.hdf5 import HDF5
+
+    monkeypatch.setattr(base_mod, "GROUP_BYTES", 16 * 1024)
+    plan, plan_path = planned(tmp_path, "format=hdf5", "workload.samples=40", "workload.samples_per_file=40",
+                              "workload.sample_size=3456", "workload.sample_size_stdev=700", *options)
+    generate_here(plan_path)
+    at_offsets = files_digest(plan)
+    clear(plan)
+    monkeypatch.setattr(HDF5, "ranged", lambda self: False)
+    generate_here(plan_path)
+    assert files_digest(plan) == at_offsets
+
+
 def test_one_file_of_full_size_groups_split_among_writers_is_one_writer_s(tmp_path):
     """The real group size (8 MiB): 4 groups of one 6 MiB sample each, 3 writers (1, 1 and 2 groups)."""
     plan, plan_path = planned(tmp_path, "format=bin", "workload.samples=4", "workload.samples_per_file=4",
@@ -131,7 +153,10 @@ def test_one_file_of_full_size_groups_split_among_writers_is_one_writer_s(tmp_pa
 
 @pytest.mark.parametrize(("overrides", "want"), [
     (["format=bin", "workload.samples=30", "workload.samples_per_file=10"], 3),  # one per file
-    (["format=hdf5", "workload.samples=10", "workload.samples_per_file=10"], 1),  # one file: h5py lays it out
+    (["format=hdf5", "workload.samples=10", "workload.samples_per_file=10"], 1),  # one file, one group
+    (["format=hdf5", "workload.samples=10", "workload.samples_per_file=10", "workload.sample_size=5MiB"], 4),
+    (["format=hdf5", "workload.samples=10", "workload.samples_per_file=10", "workload.sample_size=5MiB",
+      "format.chunk_samples=2"], 1),  # chunked: h5py lays the chunks out
     (["format=npz", "workload.samples=10", "workload.samples_per_file=10"], 1),  # one file: zipfile lays it out
     (["format=bin", "workload.samples=10", "workload.samples_per_file=10", "workload.sample_size=5MiB"], 4),
     (["format=bin", "workload.samples=2", "workload.samples_per_file=2", "workload.sample_size=5MiB"], 2),

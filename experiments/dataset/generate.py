@@ -21,8 +21,10 @@ from ddlio.plain import write_json_atomic
 from experiments.dataset.plan import SIZES, DatasetPlan
 from experiments.dataset.verify import VERIFIED, check_files, plan_sizes, verification
 from experiments.formats import get_format
+from experiments.formats.base import Format
+from experiments.formats.ranges import RangedFormat
 from lustre import io as io_mod
-from lustre.io import StorageIO
+from lustre.io import RangeWriteBehind, StorageIO
 from lustre.registry import io_for
 
 np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
@@ -40,17 +42,31 @@ def write_behind(path: str | os.PathLike, interval_s: float = WRITE_BEHIND_S,
     return (io or io_for(path)).write_behind(path, interval_s)
 
 
+def writes_in_place(fmt: Format, io: StorageIO) -> bool:
+    """Whether ``fmt``'s files, as its options lay them out, get their records written at offsets known before
+    writing (:meth:`~experiments.formats.ranges.RangedFormat.ranged`), in place on the storage ``io`` (not staged
+    elsewhere and uploaded: :meth:`lustre.io.StorageIO.staged`): such a file may be written by several processes,
+    and its writer writes behind its own writes (:class:`lustre.io.RangeWriteBehind`)."""
+    return isinstance(fmt, RangedFormat) and fmt.ranged() and type(io).staged is StorageIO.staged
+
+
 def generate_files(plan: DatasetPlan, rank: int, size: int, sizes: np.ndarray | None = None) -> list[str]:
     """Write the files this rank owns (f % size == rank), with ``sizes`` (default: what ``sizes.npy`` holds);
     returns their names."""
     fmt = get_format(plan.format, **plan.format_options)
     sizes = np.load(os.path.join(plan.directory, SIZES)) if sizes is None else sizes
     io = io_for(plan.directory)  # the I/O seam of the dataset's storage
+    in_place = writes_in_place(fmt, io)
     written = []
     for f in range(rank, plan.num_files, size):
-        # the format's library writes a path: the storage's own (POSIX), or where the seam stages it for the store
-        with io.staged(plan.file_path(f)) as local, io.write_behind(local):
-            fmt.write(local, plan.file_payload(f, sizes))
+        if in_place:  # records at known offsets: the writer writes behind each of its writes itself
+            assert isinstance(fmt, RangedFormat)
+            fmt.write(plan.file_path(f), plan.file_payload(f, sizes), RangeWriteBehind())
+        else:
+            # the format's library writes a path: the storage's own (POSIX), or where the seam stages it for the
+            # store; the storage's write-behind follows the file's growing end
+            with io.staged(plan.file_path(f)) as local, io.write_behind(local):
+                fmt.write(local, plan.file_payload(f, sizes))
         written.append(plan.file_name(f))
     return written
 

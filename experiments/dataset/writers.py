@@ -4,12 +4,13 @@ one writer (:func:`generate_by_writers`).
 
 - **Several files**: writer r of W writes files r, r+W, r+2W, ... and checks them, as rank r of a W-rank generation
   step does (:func:`~experiments.dataset.generate.generate_and_check`: the same split, the same code).
-- **One file** of a format whose records lie at offsets known before writing (``bin``, ``npy``, ``tfrecord``:
-  :class:`~experiments.formats.ranges.RangedFormat`): the file is created (header, final size) once, then writer r
-  writes its contiguous run of the file's generation groups at their offsets (``pwritev``), each writing behind
-  its own range (:class:`RangeWriteBehind`); the file is fsync'd and its index written once, after every writer is
-  done, then checked. HDF5 and NPZ files, images and Parquet are written by one process (their libraries lay the file
-  out as they write), and so is a file the storage stages elsewhere (an object store).
+- **One file** of a format whose records lie at offsets known before writing (``bin``, ``npy``, ``tfrecord``,
+  contiguous ``hdf5``: :class:`~experiments.formats.ranges.RangedFormat`): the file is created (header, final size)
+  once, then writer r writes its contiguous run of the file's generation groups at their offsets (``pwritev``),
+  each writing behind its own range (:class:`~lustre.io.RangeWriteBehind`); the file is fsync'd and its index
+  written once, after every writer is done, then checked. Chunked HDF5 and NPZ files, images and Parquet are written
+  by one process (their libraries lay the file out as they write), and so is a file the storage stages elsewhere
+  (an object store).
 
 A writer that fails (an exception, a signal) fails the generation with one error naming it and its files; the
 other writers are killed at once, and nothing is verified: the dataset gets no manifest. Writers die with the
@@ -32,14 +33,17 @@ from typing import Any, NoReturn
 
 from ddlio.errors import DatasetError
 from ddlio.lazy import lazy_import
-from experiments.dataset.generate import environment, generate_and_check, write_verification
+from experiments.dataset.generate import (
+    environment,
+    generate_and_check,
+    write_verification,
+    writes_in_place,
+)
 from experiments.dataset.plan import DatasetPlan, even_split
 from experiments.dataset.verify import check_files, plan_sizes
 from experiments.formats import get_format
 from experiments.formats.base import GENERATOR_THREADS, generator_threads
-from experiments.formats.ranges import RangedFormat
-from lustre import io as io_mod
-from lustre.io import StorageIO
+from lustre.io import RangeWriteBehind
 from lustre.registry import io_for
 
 np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
@@ -59,7 +63,7 @@ def shares_file(plan: DatasetPlan) -> bool:
     """Whether several processes may write one file of the plan's format: records at known offsets, written in
     place by the storage (not staged elsewhere and uploaded: :meth:`lustre.io.StorageIO.staged`)."""
     fmt = get_format(plan.format, **plan.format_options)
-    return isinstance(fmt, RangedFormat) and type(io_for(plan.directory)).staged is StorageIO.staged
+    return writes_in_place(fmt, io_for(plan.directory))
 
 
 def writer_count(plan: DatasetPlan, sizes: np.ndarray, cores: int | None = None) -> int:
@@ -136,28 +140,6 @@ def write_shared(plan: DatasetPlan, sizes: np.ndarray, writers: int) -> dict[str
     run_writers(writers, write, share)
     fmt.finish(path, payload, starts - starts[0])
     return check_files(plan, sizes, [0])
-
-
-class RangeWriteBehind:
-    """One writer's write-behind of its own writes to a file others write too (the path-watching
-    :meth:`lustre.io.StorageIO.write_behind` follows a file's growing end, which several writers do not have): each
-    write's range is queued for writeback (``sync_file_range(SYNC_FILE_RANGE_WRITE)``) as it is written, and the
-    range written before it is waited for and dropped from the page cache, as the path-watching one does (the last
-    range is left to the fsync that ends the file)."""
-
-    def __init__(self) -> None:
-        self._queued: tuple[int, int] | None = None  # (offset, bytes) queued last
-
-    def __call__(self, fd: int, offset: int, n: int) -> None:
-        sync = io_mod._SYNC_FILE_RANGE  # libc's sync_file_range (Linux), or None: no write-behind
-        if sync is None or n <= 0:
-            return
-        if self._queued is not None:
-            before, m = self._queued
-            sync(fd, before, m, io_mod._SYNC_FILE_RANGE_WAIT_ALL)
-            os.posix_fadvise(fd, before, m, os.POSIX_FADV_DONTNEED)
-        sync(fd, offset, n, io_mod._SYNC_FILE_RANGE_WRITE)
-        self._queued = (offset, n)
 
 
 def run_writers(n: int, work: Callable[[int], Any], share: Callable[[int], str]) -> list[Any]:

@@ -24,7 +24,8 @@ from typing import Any, ClassVar
 
 from ddlio.errors import FormatError
 from ddlio.lazy import lazy_import
-from experiments.formats.base import ArrayReturningReader, FilePayload, Format, FormatConf, Reader, fsync_path
+from experiments.formats.base import ArrayReturningReader, FilePayload, FormatConf, Reader, fsync_path
+from experiments.formats.ranges import RangedFormat, Written
 
 np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
@@ -174,7 +175,7 @@ class HDF5Reader(ArrayReturningReader):
         self._f.close()
 
 
-class HDF5(Format):
+class HDF5(RangedFormat):
     name = "hdf5"
     writer_libraries = ("h5py",)
     suffix = ".h5"
@@ -233,7 +234,36 @@ class HDF5(Format):
             kw_file.update(alignment_interval=int(o["alignment"]), alignment_threshold=int(o["alignment_threshold"]))
         return kw_file
 
-    def write(self, path: str | os.PathLike, payload: FilePayload) -> None:
+    def ranged(self) -> bool:
+        """``layout=bytes`` with contiguous storage: the samples lie back to back at the storage's address, known
+        once h5py has allocated it (:meth:`begin`), so several processes may write one file."""
+        return self.layout == "bytes" and not self.options.get("chunk_samples", 0)
+
+    def begin(self, path: str | os.PathLike, payload: FilePayload, sized: bool = False) -> np.ndarray:
+        """Contiguous storage: h5py creates the file, ``data`` (HDF5 allocates all of its storage at its first
+        write: one byte here, which the records overwrite) and ``offsets``, in the order and at the addresses one
+        writer's :meth:`write` has always given them, and closes it; returns the byte offset in the file of every
+        record and of the end (int64, n+1). The file is at its final size already (``sized`` changes nothing)."""
+        import h5py  # lazy: start-up (h5py only where HDF5 files are written)
+
+        offsets = np.zeros(len(payload.sizes) + 1, dtype=np.int64)
+        np.cumsum(payload.sizes, out=offsets[1:])
+        total = int(offsets[-1])
+        with h5py.File(path, "w", **self._file_kw()) as f:
+            ds = f.create_dataset("data", shape=(total,), dtype=np.uint8)
+            if total:
+                ds[0:1] = np.zeros(1, dtype=np.uint8)
+            base = ds.id.get_offset() if total else 0
+            f.create_dataset("offsets", data=offsets)
+        if base is None:  # HDF5 allocated no contiguous storage: a layout this path was not meant for
+            raise FormatError(f"{path}: HDF5 gave dataset 'data' no contiguous storage to write into")
+        return offsets + int(base)
+
+    def write(self, path: str | os.PathLike, payload: FilePayload, written: Written | None = None) -> None:
+        """Contiguous storage (:meth:`ranged`): :meth:`begin`, the records at their offsets (``written`` told of
+        every write), fsync; else h5py writes the groups as slabs (chunked storage, ``layout=array``)."""
+        if self.ranged():
+            return super().write(path, payload, written)
         if self.layout == "array":
             return self._write_array(path, payload)
         import h5py  # lazy: start-up (h5py only where HDF5 files are written)

@@ -5,8 +5,10 @@ once, each its own contiguous run of groups (:meth:`RangedFormat.write_groups`; 
 and the file holds the bytes one writer writes: a group's bytes depend on the group alone
 (:meth:`~experiments.formats.base.FilePayload.iter_groups`).
 
-HDF5 and NPZ files stay one writer's (their libraries lay the file out as they write it: HDF5's chunk index and
-heaps, zip's local headers and central directory), as do the images (sizes known only once encoded) and Parquet.
+An HDF5 file of contiguous storage is one too: h5py lays out its metadata and allocates the storage, then the
+records go at the storage's address plus their offsets (:meth:`experiments.formats.hdf5.HDF5.begin`). Chunked
+HDF5 and NPZ files stay one writer's (their libraries lay the file out as they write it: HDF5's chunk index, zip's
+local headers and central directory), as do the images (sizes known only once encoded) and Parquet.
 """
 
 from __future__ import annotations
@@ -58,6 +60,11 @@ class RangedFormat(Format):
     (fsync, sidecars). One writer's :meth:`write` is the three in a row, so a file written by several processes
     goes through the very code one writer's does."""
 
+    def ranged(self) -> bool:
+        """Whether this format's files, as its options lay them out, have their records at offsets known before
+        writing (so several processes may write one): True; a format ranged only in some layouts says when."""
+        return True
+
     def header(self, payload: FilePayload) -> bytes:
         """The bytes before the first record (none)."""
         return b""
@@ -108,7 +115,9 @@ class RangedFormat(Format):
             os.close(fd)
         return total
 
-    def write(self, path: str | os.PathLike, payload: FilePayload) -> None:
+    def write(self, path: str | os.PathLike, payload: FilePayload, written: Written | None = None) -> None:
+        """The whole file by this one writer: :meth:`begin`, :meth:`write_groups` (``written`` told of every
+        write) and :meth:`finish`."""
         starts = self.begin(path, payload)
-        self.write_groups(path, payload, starts)
+        self.write_groups(path, payload, starts, None, written)
         self.finish(path, payload, starts - starts[0])
