@@ -1,6 +1,6 @@
 """A one-rank point's dataset written by several processes (experiments/dataset/writers.py): the very bytes one writer
-writes (every format with several files, pinned by the hashes of tests/test_generation.py; bin, npy and tfrecord
-with one shared file), one clear error naming the writer that failed, the other writers stopped, no manifest."""
+writes (every format with several files, pinned by the hashes of tests/test_generation.py; bin, npy, tfrecord,
+contiguous hdf5 and npz with one shared file), one clear error naming the writer that failed, the other writers stopped, no manifest."""
 
 from __future__ import annotations
 
@@ -95,6 +95,9 @@ SHARED = {
     "tfrecord-sizes": ["format=tfrecord"],
     "tfrecord-example": ["format=tfrecord", "format.layout=example"],
     "hdf5": ["format=hdf5"],
+    "npz": ["format=npz"],
+    "npz-array": ["format=npz", "format.layout=array", "workload.sample_shape=[24,24,3]",
+                  "workload.sample_size_stdev=0"],
     "hdf5-paged-aligned": ["format=hdf5", "format.fs_strategy=page", "format.alignment=4096"],
 }
 
@@ -140,6 +143,25 @@ def test_contiguous_hdf5_written_at_offsets_is_the_file_h5py_writes_in_slabs(tmp
     assert files_digest(plan) == at_offsets
 
 
+@pytest.mark.parametrize("layout", ["samples", "array"])
+def test_an_npz_archive_written_by_several_writers_passes_zip_s_own_crc_check(tmp_path, monkeypatch, layout):
+    """zipfile (not ddlio) reads every member back and checks its CRC-32 against the headers, and np.load reads the
+    samples' array: the CRC finish() wrote from the writers' group CRCs is the data's."""
+    import zipfile
+
+    monkeypatch.setattr(base_mod, "GROUP_BYTES", 16 * 1024)
+    shape = ["workload.sample_shape=[24,24,3]", "workload.sample_size_stdev=0"] if layout == "array" else []
+    plan, plan_path = planned(tmp_path, "format=npz", f"format.layout={layout}", "workload.samples=40",
+                              "workload.samples_per_file=40", "workload.sample_size=3456", *shape)
+    generate_by_writers(plan_path, writers=3)
+    path = plan.file_path(0)
+    with zipfile.ZipFile(path) as zf:
+        assert zf.testzip() is None
+    member = "x" if layout == "array" else "data"
+    with np.load(path) as z:
+        assert z[member].size == int(plan.sizes().sum())
+
+
 def test_one_file_of_full_size_groups_split_among_writers_is_one_writer_s(tmp_path):
     """The real group size (8 MiB): 4 groups of one 6 MiB sample each, 3 writers (1, 1 and 2 groups)."""
     plan, plan_path = planned(tmp_path, "format=bin", "workload.samples=4", "workload.samples_per_file=4",
@@ -157,7 +179,8 @@ def test_one_file_of_full_size_groups_split_among_writers_is_one_writer_s(tmp_pa
     (["format=hdf5", "workload.samples=10", "workload.samples_per_file=10", "workload.sample_size=5MiB"], 4),
     (["format=hdf5", "workload.samples=10", "workload.samples_per_file=10", "workload.sample_size=5MiB",
       "format.chunk_samples=2"], 1),  # chunked: h5py lays the chunks out
-    (["format=npz", "workload.samples=10", "workload.samples_per_file=10"], 1),  # one file: zipfile lays it out
+    (["format=npz", "workload.samples=10", "workload.samples_per_file=10"], 1),  # one file, one group
+    (["format=npz", "workload.samples=10", "workload.samples_per_file=10", "workload.sample_size=5MiB"], 4),
     (["format=bin", "workload.samples=10", "workload.samples_per_file=10", "workload.sample_size=5MiB"], 4),
     (["format=bin", "workload.samples=2", "workload.samples_per_file=2", "workload.sample_size=5MiB"], 2),
 ])

@@ -134,11 +134,11 @@ def write_shared(plan: DatasetPlan, sizes: np.ndarray, writers: int) -> dict[str
         lo, hi = cuts[r], cuts[r + 1]
         return f"{plan.file_name(0)}, groups {lo}..{hi - 1} of {cuts[-1]}"
 
-    def write(r: int) -> int:
+    def write(r: int) -> Any:
         return fmt.write_groups(path, payload, starts, slice(cuts[r], cuts[r + 1]), RangeWriteBehind())
 
-    run_writers(writers, write, share)
-    fmt.finish(path, payload, starts - starts[0])
+    done = run_writers(writers, write, share)
+    fmt.finish(path, payload, starts - starts[0], done)
     return check_files(plan, sizes, [0])
 
 

@@ -10,9 +10,10 @@ missing, corrupt or inconsistent index, or a truncated data file, is a clear :cl
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from experiments.formats.base import FilePayload, FormatConf, Reader, fsync_path
 from experiments.formats.indexed import IndexedReader, index_path, write_index
@@ -33,7 +34,8 @@ class Bin(RangedFormat):
     conf = BinConf
     detects_corrupt_data = False
 
-    def finish(self, path: str | os.PathLike, payload: FilePayload, offsets: np.ndarray) -> None:
+    def finish(self, path: str | os.PathLike, payload: FilePayload, offsets: np.ndarray,
+               parts: Sequence[Any] = ()) -> None:
         fsync_path(path)
         write_index(path, offsets)
 

@@ -16,8 +16,10 @@ from __future__ import annotations
 import io
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ddlio.errors import FormatError
 from ddlio.lazy import lazy_import
@@ -82,7 +84,8 @@ class NPY(RangedFormat, ArrayFileFormat):
         np.lib.format.write_array_header_1_0(f, {"descr": "|u1", "fortran_order": False, "shape": shape})
         return f.getvalue()
 
-    def finish(self, path: str | os.PathLike, payload: FilePayload, offsets: np.ndarray) -> None:
+    def finish(self, path: str | os.PathLike, payload: FilePayload, offsets: np.ndarray,
+               parts: Sequence[Any] = ()) -> None:
         fsync_path(path)
         if self.layout != "array":
             write_index(path, offsets)

@@ -13,22 +13,29 @@ open (see :mod:`experiments.formats.whole`).
 
 from __future__ import annotations
 
+import io
 import os
 import struct
 import zipfile
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ddlio.errors import FormatError
 from ddlio.lazy import lazy_import
 from experiments.formats.base import FilePayload, FormatConf, Reader, fsync_path, pread_into
+from experiments.formats.ranges import RangedFormat, Written, write_pieces
 from experiments.formats.whole import ArrayFileFormat, WholeReader, npz_load_bytes
 
 np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # zip local file header, 30 bytes
 _LOCAL_MAGIC = b"PK\x03\x04"
+_LOCAL_CRC_AT = 14  # where a local header holds the member's CRC-32
+_CENTRAL_MAGIC = b"PK\x01\x02"
+_CENTRAL_HEADER_SIZE = 46  # a central directory entry before its name
+_CENTRAL_CRC_AT = 16  # where a central directory entry holds the member's CRC-32
 #: the member holding the samples, per layout
 MEMBER = {"samples": "data", "array": "x"}
 
@@ -79,21 +86,6 @@ def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
 def _with_crc(lo: int, hi: int, buf: np.ndarray) -> tuple[np.ndarray, int]:
     """A group's payload and its CRC-32, computed by the thread that generated it (zlib releases the GIL)."""
     return buf, zlib.crc32(buf)
-
-
-def write_member(f: Any, payload: FilePayload) -> None:
-    """Write ``payload``'s samples into the open zip member ``f`` (``ZipFile.open(name, "w")``, stored), each group's
-    CRC-32 computed by the generating threads and combined here (:func:`crc32_combine`) instead of by zipfile in the
-    writing thread: the same bytes and CRC. Through ``f.write`` where zipfile's writer is not the one known here."""
-    if not all(hasattr(f, a) for a in ("_crc", "_file_size", "_fileobj")) or getattr(f, "_compressor", None):
-        for _, _, buf in payload.iter_groups(reuse=True):
-            f.write(memoryview(buf))
-        return
-    for _, _, (buf, crc) in payload.iter_groups(prepare=_with_crc, reuse=True):
-        view = memoryview(buf)
-        f._fileobj.write(view)  # what zipfile's own write does for a stored member, but for the CRC
-        f._file_size += len(view)
-        f._crc = crc32_combine(f._crc, crc, len(view))
 
 
 class NPZReader(Reader):
@@ -188,7 +180,7 @@ class NPZConf(FormatConf):
     load: str = "sample"
 
 
-class NPZ(ArrayFileFormat):
+class NPZ(RangedFormat, ArrayFileFormat):
     name = "npz"
     suffix = ".npz"
     conf = NPZConf
@@ -196,32 +188,81 @@ class NPZ(ArrayFileFormat):
     def whole_load_bytes(self, path: str | os.PathLike) -> int | None:
         return npz_load_bytes(path, MEMBER[self.layout])
 
-    def write(self, path: str | os.PathLike, payload: FilePayload) -> None:
+    def _member_header(self, payload: FilePayload) -> bytes:
+        """The .npy header of the samples' member: ``data`` (1-D, format 2.0) or ``x`` ((k, *shape), format 1.0),
+        as the writers before wrote them."""
+        f = io.BytesIO()
         if self.layout == "array":
-            return self._write_array(path, payload)
+            if not payload.shape:
+                raise ValueError("format.layout=array needs workload.sample_shape")
+            shape = (len(payload.sizes), *payload.shape)
+            np.lib.format.write_array_header_1_0(f, {"descr": "|u1", "fortran_order": False, "shape": shape})
+        else:
+            shape = (payload.total_bytes,)
+            np.lib.format.write_array_header_2_0(f, {"descr": "|u1", "fortran_order": False, "shape": shape})
+        return f.getvalue()
+
+    def begin(self, path: str | os.PathLike, payload: FilePayload, sized: bool = False) -> np.ndarray:
+        """zipfile writes the archive as ``np.savez`` lays it out (stored members, zip64 headers): the samples'
+        member's local header and .npy header, a hole as long as the samples, the other member (``offsets`` or
+        ``y``) and the central directory; the samples' CRC-32 is written into both headers by :meth:`finish`, once
+        the writers have filled the hole. Returns the byte offset in the file of every sample and of the end (int64,
+        n+1). The file is at its final size already (``sized`` changes nothing)."""
         offsets = np.zeros(len(payload.sizes) + 1, dtype=np.int64)
         np.cumsum(payload.sizes, out=offsets[1:])
         total = int(offsets[-1])
+        member = MEMBER[self.layout]
         with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
-            with zf.open("data.npy", "w", force_zip64=True) as f:
-                header = {"descr": "|u1", "fortran_order": False, "shape": (total,)}
-                np.lib.format.write_array_header_2_0(f, header)
-                write_member(f, payload)
-            with zf.open("offsets.npy", "w", force_zip64=True) as f:
-                np.lib.format.write_array(f, offsets)
-        fsync_path(path)
+            with zf.open(f"{member}.npy", "w", force_zip64=True) as f:
+                f.write(self._member_header(payload))
+                if not all(hasattr(f, a) for a in ("_file_size", "_fileobj")):  # not the zipfile known here
+                    raise FormatError(f"{path}: this Python's zipfile cannot leave room for a member's data")
+                start = f._fileobj.tell()
+                f._fileobj.seek(total, os.SEEK_CUR)  # the samples' room: the writers fill it
+                f._file_size += total
+            with zf.open("offsets.npy" if self.layout == "samples" else "y.npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, offsets if self.layout == "samples" else payload.labels)
+        return offsets + start
 
-    def _write_array(self, path: str | os.PathLike, payload: FilePayload) -> None:
-        """``x`` (k, *shape) uint8 and ``y`` (k,) int64 labels, as ``np.savez(path, x=..., y=...)`` lays them out."""
-        if not payload.shape:
-            raise ValueError("format.layout=array needs workload.sample_shape")
-        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
-            with zf.open("x.npy", "w", force_zip64=True) as f:
-                header = {"descr": "|u1", "fortran_order": False, "shape": (len(payload.sizes), *payload.shape)}
-                np.lib.format.write_array_header_1_0(f, header)
-                write_member(f, payload)
-            with zf.open("y.npy", "w", force_zip64=True) as f:
-                np.lib.format.write_array(f, payload.labels)
+    def write_groups(self, path: str | os.PathLike, payload: FilePayload, starts: np.ndarray,
+                     part: slice | None = None, written: Written | None = None) -> list[tuple[int, int]]:
+        """The groups ``part`` written at their offsets (as :meth:`RangedFormat.write_groups`), each group's CRC-32
+        computed by the thread that generated it; returns ``(bytes, CRC-32)`` of each group, in order."""
+        crcs = []
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            for lo, _, (buf, crc) in payload.iter_groups(prepare=_with_crc, reuse=True, part=part):
+                at = int(starts[lo])
+                n = write_pieces(fd, [memoryview(buf)], at)
+                if written is not None:
+                    written(fd, at, n)
+                crcs.append((n, crc))
+        finally:
+            os.close(fd)
+        return crcs
+
+    def finish(self, path: str | os.PathLike, payload: FilePayload, offsets: np.ndarray,
+               parts: Sequence[Any] = ()) -> None:
+        """The samples' member's CRC-32 (its .npy header's, combined with every group's: :func:`crc32_combine`)
+        written into its local header and its central directory entry, then the file made durable."""
+        crc = zlib.crc32(self._member_header(payload))
+        for part in parts:
+            for n, c in part:
+                crc = crc32_combine(crc, c, n)
+        name = f"{MEMBER[self.layout]}.npy"
+        with zipfile.ZipFile(path) as zf:
+            local, central = zf.getinfo(name).header_offset, zf.start_dir
+        with open(path, "r+b") as f:
+            f.seek(local)
+            if f.read(4) != _LOCAL_MAGIC:
+                raise FormatError(f"{path}: no zip local header for {name} at {local}")
+            f.seek(central)
+            entry = f.read(_CENTRAL_HEADER_SIZE + len(name))
+            if entry[:4] != _CENTRAL_MAGIC or entry[_CENTRAL_HEADER_SIZE:] != name.encode():
+                raise FormatError(f"{path}: the central directory does not start with {name}")
+            for at in (local + _LOCAL_CRC_AT, central + _CENTRAL_CRC_AT):
+                f.seek(at)
+                f.write(struct.pack("<L", crc))
         fsync_path(path)
 
     def open(self, path: str | os.PathLike) -> Reader:

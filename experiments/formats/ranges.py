@@ -14,7 +14,7 @@ local headers and central directory), as do the images (sizes known only once en
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ddlio.lazy import lazy_import
@@ -78,9 +78,11 @@ class RangedFormat(Format):
         pieces to write (TFRecord's frames), or None to write the payload as it is."""
         return None
 
-    def finish(self, path: str | os.PathLike, payload: FilePayload, offsets: np.ndarray) -> None:
+    def finish(self, path: str | os.PathLike, payload: FilePayload, offsets: np.ndarray,
+               parts: Sequence[Any] = ()) -> None:
         """After every record is written: make the file durable and write its sidecars (``offsets``: the records'
-        offsets, n+1, from where the first starts)."""
+        offsets, n+1, from where the first starts; ``parts``: what each writer's :meth:`write_groups` returned, in
+        writer order, i.e. in the file's order)."""
         fsync_path(path)
 
     def begin(self, path: str | os.PathLike, payload: FilePayload, sized: bool = False) -> np.ndarray:
@@ -97,10 +99,10 @@ class RangedFormat(Format):
         return starts
 
     def write_groups(self, path: str | os.PathLike, payload: FilePayload, starts: np.ndarray,
-                     part: slice | None = None, written: Written | None = None) -> int:
+                     part: slice | None = None, written: Written | None = None) -> Any:
         """Write the records of the groups ``part`` (all by default) of :meth:`FilePayload.groups` into the file
         :meth:`begin` made, each group at its offset (``starts``: what :meth:`begin` returned); ``written`` is told
-        of every write. Returns the bytes written."""
+        of every write. Returns what :meth:`finish` needs of this writer's share (here: the bytes written)."""
         prepare = self.framing(payload)
         total = 0
         fd = os.open(path, os.O_WRONLY)
@@ -119,5 +121,5 @@ class RangedFormat(Format):
         """The whole file by this one writer: :meth:`begin`, :meth:`write_groups` (``written`` told of every
         write) and :meth:`finish`."""
         starts = self.begin(path, payload)
-        self.write_groups(path, payload, starts, None, written)
-        self.finish(path, payload, starts - starts[0])
+        done = self.write_groups(path, payload, starts, None, written)
+        self.finish(path, payload, starts - starts[0], [done])

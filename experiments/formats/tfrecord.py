@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -342,7 +342,8 @@ class TFRecord(RangedFormat):
 
         return framed
 
-    def finish(self, path: str | os.PathLike, payload: FilePayload, offsets: np.ndarray) -> None:
+    def finish(self, path: str | os.PathLike, payload: FilePayload, offsets: np.ndarray,
+               parts: Sequence[Any] = ()) -> None:
         with open(index_path(path), "wb") as f:
             np.save(f, offsets)
         fsync_path(path)
