@@ -1,6 +1,7 @@
 """A one-rank point's dataset written by several processes (experiments/dataset/writers.py): the very bytes one writer
 writes (every format with several files, pinned by the hashes of tests/test_generation.py; bin, npy, tfrecord,
-contiguous hdf5 and npz with one shared file), one clear error naming the writer that failed, the other writers stopped, no manifest."""
+contiguous hdf5 and npz with one shared file), one clear error naming the writer that failed, the other writers
+stopped, no manifest."""
 
 from __future__ import annotations
 
@@ -188,6 +189,30 @@ def test_writers_are_one_per_core_at_most_one_per_file_or_group(tmp_path, overri
     plan = DatasetPlan.from_point(point(tmp_path, *overrides, "workload.sample_size_stdev=0"))
     assert writer_count(plan, plan.sizes(), cores=4) == want
     assert writer_count(plan, plan.sizes(), cores=1) == 1
+
+
+@pytest.mark.parametrize(("cores", "files", "want"), [(2, 2, {0}), (2, 1, {1}), (1, 2, {0}), (8, 2, {2}), (3, 3, {0})])
+def test_writers_generate_in_threads_only_where_cores_are_left(tmp_path, monkeypatch, cores, files, want):
+    """Each writer generates its payload ahead in min(2, (cores - writers) // writers) threads: none where the
+    writers fill the cores (each generates inline, one buffer), one for a lone writer of a file only one process
+    may write on 2 cores, two with cores to spare. Every writer, forked or not, says what it was given."""
+    said = tmp_path / "threads"
+    said.mkdir()
+    iter_groups = base_mod.FilePayload.iter_groups
+
+    def spy(self, threads=None, *args, **kwargs):
+        now = base_mod.GENERATOR_THREADS if base_mod._threads_now is None else base_mod._threads_now
+        got = now if threads is None else threads
+        (said / f"{os.getpid()}-{self.file_index}").write_text(str(got))
+        return iter_groups(self, threads, *args, **kwargs)
+
+    monkeypatch.setattr(base_mod.FilePayload, "iter_groups", spy)
+    monkeypatch.setattr(writers_mod, "usable_cores", lambda: cores)
+    fmt = ["format=hdf5", "format.chunk_samples=2"] if files == 1 else ["format=bin"]  # one file: h5py's slabs
+    plan, plan_path = planned(tmp_path, *fmt, "workload.samples=12", f"workload.samples_per_file={12 // files}")
+    generate_by_writers(plan_path)
+    assert {int(f.read_text()) for f in said.iterdir()} == want
+    assert base_mod._threads_now is None  # as it was, after
 
 
 def test_a_writer_that_cannot_write_its_file_fails_the_generation_by_name(tmp_path, monkeypatch):

@@ -88,8 +88,10 @@ def generate_by_writers(plan_path: str | os.PathLike, env: Mapping[str, str] | N
         sizes = plan_sizes(plan)
         cores = usable_cores()
         w = writer_count(plan, sizes, cores) if writers is None else max(1, writers)
-        if w > 1 and plan.num_files > 1:
+        if plan.num_files > 1:
             w = min(w, plan.num_files)
+        elif w > 1 and not shares_file(plan):  # one file only one process may write
+            w = 1
         # the cores the writers leave: threads generating ahead of each (none where the writers fill them all)
         with generator_threads(min(GENERATOR_THREADS, max(0, cores - w) // w)):
             parts = _write(plan, sizes, w)
@@ -103,7 +105,7 @@ def _write(plan: DatasetPlan, sizes: np.ndarray, w: int) -> list[dict[str, Any]]
     if w > 1 and plan.num_files > 1:
         return run_writers(w, lambda r: generate_and_check(plan, r, w, sizes),
                            lambda r: ", ".join(plan.file_name(f) for f in range(r, plan.num_files, w)))
-    if w > 1 and plan.num_files == 1 and shares_file(plan):
+    if w > 1:  # one file that several may write (generate_by_writers says so)
         return [write_shared(plan, sizes, w)]
     return [generate_and_check(plan, 0, 1, sizes)]
 
