@@ -1,10 +1,12 @@
 """Dataset generation against fio's sequential write on the same file system, measured in the same run.
 
 For each format, a dataset of ``--size`` bytes (``--sample-size`` samples, one shared file by default: the
-``default`` workload's 256 MiB) is generated through ddlio's own path, the one ``sweep.py`` runs inside a job
-(:func:`experiments.dataset.ensure_dataset` with :func:`experiments.run.generation_runner`): the dataset lock,
-an empty directory, the files written (by one rank in the job's process, or by an MPI step of ``min(ppn, files)``
-ranks), each fsync'd, the verification pass and the manifest. Its rate is the bytes on disk (data files and
+``default`` workload's 256 MiB) is generated through ddlio's own path (:func:`experiments.dataset.ensure_dataset`
+with :func:`experiments.run.generation_runner`; a point's job hands the same plan to its kernel's ranks instead,
+which write it with the same code, :func:`experiments.dataset.writers.generate_by_writers` for one rank): the
+dataset lock, an empty directory, the files written (by writer processes forked from a one-rank generation's, one
+per usable core, or by an MPI step of ``min(ppn, files)`` ranks), each fsync'd, the verification pass and the
+manifest. Its rate is the bytes on disk (data files and
 sidecars, from the manifest) / the wall seconds of that whole call. The clock starts once the runner is ready: a
 one-rank dataset's writer, forked when the runner is made, has loaded numpy and the format's library (its start:
 0.1-0.3 s here, as long as writing 256 MiB takes), as a point's job reaches generation with its kernel's ranks

@@ -6,9 +6,10 @@ and the file holds the bytes one writer writes: a group's bytes depend on the gr
 (:meth:`~experiments.formats.base.FilePayload.iter_groups`).
 
 An HDF5 file of contiguous storage is one too: h5py lays out its metadata and allocates the storage, then the
-records go at the storage's address plus their offsets (:meth:`experiments.formats.hdf5.HDF5.begin`). Chunked
-HDF5 and NPZ files stay one writer's (their libraries lay the file out as they write it: HDF5's chunk index, zip's
-local headers and central directory), as do the images (sizes known only once encoded) and Parquet.
+records go at the storage's address plus their offsets (:meth:`experiments.formats.hdf5.HDF5.begin`); so is an NPZ
+archive, zipfile laying out its members around the samples, whose CRC-32 is written last
+(:meth:`experiments.formats.npz.NPZ.finish`). Chunked HDF5 files stay one writer's (HDF5 places each chunk as it is
+written), as do the images (sizes known only once encoded) and Parquet.
 """
 
 from __future__ import annotations
