@@ -144,6 +144,26 @@ def test_generated_files_are_the_bytes_earlier_code_wrote(tmp_path, case):
     assert h.hexdigest() == digest
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1000, 10**6])
+def test_write_at_writes_pieces_in_calls_of_at_most_a_chunk_each_told(tmp_path, chunk):
+    """A group larger than WRITE_CHUNK (one big sample) goes in calls of at most ``chunk`` bytes, back to back from
+    the offset, across the pieces' boundaries; each call is told (offset, bytes), so its range can be written behind
+    at once; the file holds the pieces' bytes."""
+    from experiments.formats.ranges import write_at
+
+    pieces = [bytes([i % 251]) * (i * 37 % 300) for i in range(40)] + [np.arange(500, dtype=np.uint8),
+                                                                        memoryview(b"tail")]
+    want = b"".join(bytes(p) for p in pieces)
+    told: list[tuple[int, int]] = []
+    with open(tmp_path / "f", "wb", buffering=0) as f:
+        n = write_at(f.fileno(), pieces, 11, lambda fd, at, k: told.append((at, k)), chunk=chunk)
+    assert n == len(want)
+    assert (tmp_path / "f").read_bytes() == bytes(11) + want
+    assert all(0 < k <= chunk for _, k in told)
+    assert [at for at, _ in told] == [11 + sum(k for _, k in told[:i]) for i in range(len(told))]
+    assert sum(k for _, k in told) == len(want)
+
+
 def test_write_pieces_writes_more_pieces_than_one_writev_takes(tmp_path):
     pieces = [bytes([i % 251]) * (i % 7) for i in range(3000)] + [memoryview(b"tail")]
     with open(tmp_path / "f", "wb", buffering=0) as f:

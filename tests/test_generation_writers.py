@@ -318,6 +318,20 @@ def test_each_writer_of_one_file_writes_behind_its_own_range(tmp_path):
     assert pagecache.residency([Path(plan.file_path(0))]) < 0.5
 
 
+@pytest.mark.parametrize("fmt", ["npz", "bin"])
+def test_samples_larger_than_a_write_are_written_behind_a_chunk_at_a_time(tmp_path, fmt):
+    """Two 24 MiB samples (each its own generation group, as MLPerf unet3d's are) in one file, one writer: written in
+    8 MiB calls, each written behind and dropped once the next is written, so only the last call's pages stay in
+    the page cache (a sixth), where one call per sample would leave the whole last sample (a half)."""
+    from experiments.kernel import cache as pagecache
+
+    plan, plan_path = planned(tmp_path, f"format={fmt}", "workload.samples=2", "workload.samples_per_file=2",
+                              "workload.sample_size=24MiB", "workload.sample_size_stdev=0")
+    assert len(plan.file_payload(0).groups()) == 2
+    generate_by_writers(plan_path, writers=1)
+    assert pagecache.residency([Path(plan.file_path(0))]) < 0.35
+
+
 class _OneRank:
     """A one-rank communicator as the kernel's step has: rank 0 of 1; Abort raises (the step would end)."""
 

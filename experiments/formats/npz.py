@@ -25,7 +25,7 @@ from typing import Any
 from ddlio.errors import FormatError
 from ddlio.lazy import lazy_import
 from experiments.formats.base import FilePayload, FormatConf, Reader, fsync_path, pread_into
-from experiments.formats.ranges import RangedFormat, Written, write_pieces
+from experiments.formats.ranges import RangedFormat, Written, write_at
 from experiments.formats.whole import ArrayFileFormat, WholeReader, npz_load_bytes
 
 np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
@@ -232,11 +232,7 @@ class NPZ(RangedFormat, ArrayFileFormat):
         fd = os.open(path, os.O_WRONLY)
         try:
             for lo, _, (buf, crc) in payload.iter_groups(prepare=_with_crc, reuse=True, part=part):
-                at = int(starts[lo])
-                n = write_pieces(fd, [memoryview(buf)], at)
-                if written is not None:
-                    written(fd, at, n)
-                crcs.append((n, crc))
+                crcs.append((write_at(fd, [buf], int(starts[lo]), written), crc))
         finally:
             os.close(fd)
         return crcs

@@ -54,6 +54,39 @@ def write_pieces(fd: int, pieces: list[bytes | memoryview], offset: int | None =
 #: what a writer of a share of a file is told after each write: (descriptor, offset, bytes)
 Written = Callable[[int, int, int], None]
 
+#: bytes one positioned write carries at most (8 MiB, a generation group's size): a group larger than that (one
+#: sample over it, e.g. MLPerf's unet3d) goes in calls of this size, each written behind as soon as it is written,
+#: so the page cache recycles 8 MiB at a time instead of taking fresh memory for the whole sample
+WRITE_CHUNK = 8 * 1024 * 1024
+
+
+def write_at(fd: int, pieces: list[bytes | memoryview] | list[Any], at: int, written: Written | None = None,
+             chunk: int = WRITE_CHUNK) -> int:
+    """Write ``pieces`` back to back from byte ``at`` of ``fd`` in positioned calls of at most ``chunk`` bytes
+    (:func:`write_pieces` each: no copy in Python), telling ``written`` of every call. Returns the bytes written."""
+    done, size = 0, 0
+    batch: list[memoryview] = []
+    for piece in pieces:
+        view = memoryview(piece)
+        if view.ndim != 1 or view.format != "B":
+            view = view.cast("B")
+        while len(view):
+            take = min(len(view), chunk - size)
+            batch.append(view[:take])
+            size += take
+            view = view[take:]
+            if size == chunk:
+                n = write_pieces(fd, batch, at + done)
+                if written is not None:
+                    written(fd, at + done, n)
+                done, size, batch = done + n, 0, []
+    if batch:
+        n = write_pieces(fd, batch, at + done)
+        if written is not None:
+            written(fd, at + done, n)
+        done += n
+    return done
+
 
 class RangedFormat(Format):
     """A format whose records lie back to back after a header, at offsets known from the planned sizes: written as
@@ -102,18 +135,15 @@ class RangedFormat(Format):
     def write_groups(self, path: str | os.PathLike, payload: FilePayload, starts: np.ndarray,
                      part: slice | None = None, written: Written | None = None) -> Any:
         """Write the records of the groups ``part`` (all by default) of :meth:`FilePayload.groups` into the file
-        :meth:`begin` made, each group at its offset (``starts``: what :meth:`begin` returned); ``written`` is told
-        of every write. Returns what :meth:`finish` needs of this writer's share (here: the bytes written)."""
+        :meth:`begin` made, each group at its offset (``starts``: what :meth:`begin` returned), in calls of at most
+        :data:`WRITE_CHUNK` bytes; ``written`` is told of every call. Returns what :meth:`finish` needs of this
+        writer's share (here: the bytes written)."""
         prepare = self.framing(payload)
         total = 0
         fd = os.open(path, os.O_WRONLY)
         try:
             for lo, _, data in payload.iter_groups(prepare=prepare, reuse=True, part=part):
-                at = int(starts[lo])
-                n = write_pieces(fd, [memoryview(data)] if prepare is None else data, at)
-                if written is not None:
-                    written(fd, at, n)
-                total += n
+                total += write_at(fd, [data] if prepare is None else data, int(starts[lo]), written)
         finally:
             os.close(fd)
         return total
