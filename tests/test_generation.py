@@ -352,9 +352,10 @@ def test_a_writer_forked_ahead_and_never_asked_ends_and_is_reaped(tmp_path):
 
 
 def test_a_writer_forked_ahead_says_when_it_is_ready_and_what_its_start_cost(tmp_path):
-    """ready() returns once the forked writer has loaded numpy and h5py, with the CPU seconds that took (more than
-    nothing: importing h5py is work), the same number when asked again; the writer then generates as before, and a
-    runner whose writer was used has nothing ahead any more (ready() says 0.0)."""
+    """ready() returns once the forked writer has loaded numpy and h5py, with the CPU seconds that took (what the
+    child's own rusage says: nothing much when this process had them loaded already), the same number when asked
+    again; the writer then generates as before, and a runner whose writer was used has nothing ahead any more
+    (ready() says 0.0)."""
     from experiments.dataset import DatasetPlan, ensure_dataset
     from experiments.run import generation_runner
     from lustre import Layout
@@ -362,7 +363,7 @@ def test_a_writer_forked_ahead_says_when_it_is_ready_and_what_its_start_cost(tmp
     spec = point(tmp_path, "format=hdf5")
     gen = generation_runner(spec, tmp_path / "run")
     cpu = gen.ready(timeout=60)
-    assert 0.0 < cpu < 60.0
+    assert 0.0 <= cpu < 60.0
     assert gen.ready() == cpu
     plan = DatasetPlan.from_point(spec)
     info = ensure_dataset(plan, Layout(spec.layout.stripe_count, spec.layout.stripe_size), gen, spec.ranks)
