@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 from ddlio.errors import FormatError
 from ddlio.lazy import lazy_import
 from experiments.formats.base import ArrayReturningReader, FilePayload, FormatConf, Reader, fsync_path
+from experiments.formats.indexed import offsets_of
 from experiments.formats.ranges import RangedFormat, Written
 
 np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
@@ -246,8 +247,7 @@ class HDF5(RangedFormat):
         record and of the end (int64, n+1). The file is at its final size already (``sized`` changes nothing)."""
         import h5py  # lazy: start-up (h5py only where HDF5 files are written)
 
-        offsets = np.zeros(len(payload.sizes) + 1, dtype=np.int64)
-        np.cumsum(payload.sizes, out=offsets[1:])
+        offsets = offsets_of(payload.sizes)
         total = int(offsets[-1])
         with h5py.File(path, "w", **self._file_kw()) as f:
             ds = f.create_dataset("data", shape=(total,), dtype=np.uint8)

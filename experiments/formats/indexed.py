@@ -27,7 +27,8 @@ def index_path(path: str | os.PathLike) -> Path:
 
 def offsets_of(lengths: Iterable[int]) -> np.ndarray:
     """int64 offsets (n+1 entries, from 0) of records of the given lengths (bytes) laid back to back."""
-    lengths = np.fromiter(lengths, dtype=np.int64)
+    lengths = (np.asarray(lengths, dtype=np.int64) if isinstance(lengths, np.ndarray)
+               else np.fromiter(lengths, dtype=np.int64))
     out = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=out[1:])
     return out

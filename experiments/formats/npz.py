@@ -25,6 +25,7 @@ from typing import Any
 from ddlio.errors import FormatError
 from ddlio.lazy import lazy_import
 from experiments.formats.base import FilePayload, FormatConf, Reader, fsync_path, pread_into
+from experiments.formats.indexed import offsets_of
 from experiments.formats.ranges import RangedFormat, Written, write_at
 from experiments.formats.whole import ArrayFileFormat, WholeReader, npz_load_bytes
 
@@ -208,8 +209,7 @@ class NPZ(RangedFormat, ArrayFileFormat):
         ``y``) and the central directory; the samples' CRC-32 is written into both headers by :meth:`finish`, once
         the writers have filled the hole. Returns the byte offset in the file of every sample and of the end (int64,
         n+1). The file is at its final size already (``sized`` changes nothing)."""
-        offsets = np.zeros(len(payload.sizes) + 1, dtype=np.int64)
-        np.cumsum(payload.sizes, out=offsets[1:])
+        offsets = offsets_of(payload.sizes)
         total = int(offsets[-1])
         member = MEMBER[self.layout]
         with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:

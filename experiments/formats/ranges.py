@@ -20,6 +20,7 @@ from typing import Any
 
 from ddlio.lazy import lazy_import
 from experiments.formats.base import FilePayload, Format, fsync_path
+from experiments.formats.indexed import offsets_of
 
 np = lazy_import("numpy", globals(), "np")  # numpy on first use: see ddlio/lazy.py
 
@@ -123,9 +124,7 @@ class RangedFormat(Format):
         """Create ``path`` (emptied) holding the header; ``sized``: at its final size already (a file several
         processes write). Returns the byte offset in the file of every record and of the end (int64, n+1)."""
         head = self.header(payload)
-        starts = np.zeros(len(payload.sizes) + 1, dtype=np.int64)
-        np.cumsum(self.record_lengths(payload), out=starts[1:])
-        starts += len(head)
+        starts = offsets_of(self.record_lengths(payload)) + len(head)
         with open(path, "wb") as f:
             f.write(head)
             if sized:
