@@ -144,11 +144,12 @@ def test_generated_files_are_the_bytes_earlier_code_wrote(tmp_path, case):
     assert h.hexdigest() == digest
 
 
-@pytest.mark.parametrize("chunk", [1, 7, 64, 1000, 10**6])
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1000, 5000, 10**6])
 def test_write_at_writes_pieces_in_calls_of_at_most_a_chunk_each_told(tmp_path, chunk):
-    """A group larger than WRITE_CHUNK (one big sample) goes in calls of at most ``chunk`` bytes, back to back from
-    the offset, across the pieces' boundaries; each call is told (offset, bytes), so its range can be written behind
-    at once; the file holds the pieces' bytes."""
+    """A group larger than WRITE_CHUNK (one big sample) goes in the fewest calls of at most ``chunk`` bytes, all of
+    one size within a byte (no small remainder written behind on its own), back to back from the offset, across the
+    pieces' boundaries; each call is told (offset, bytes), so its range can be written behind at once; the file
+    holds the pieces' bytes."""
     from experiments.formats.ranges import write_at
 
     pieces = [bytes([i % 251]) * (i * 37 % 300) for i in range(40)] + [np.arange(500, dtype=np.uint8),
@@ -160,6 +161,8 @@ def test_write_at_writes_pieces_in_calls_of_at_most_a_chunk_each_told(tmp_path, 
     assert n == len(want)
     assert (tmp_path / "f").read_bytes() == bytes(11) + want
     assert all(0 < k <= chunk for _, k in told)
+    assert len(told) == -(-len(want) // chunk)
+    assert max(k for _, k in told) - min(k for _, k in told) <= 1
     assert [at for at, _ in told] == [11 + sum(k for _, k in told[:i]) for i in range(len(told))]
     assert sum(k for _, k in told) == len(want)
 
@@ -370,6 +373,40 @@ def test_a_writer_forked_ahead_says_when_it_is_ready_and_what_its_start_cost(tmp
     assert info.generated
     assert gen.ready() == 0.0  # nothing forked ahead any more: the writer was used
     gen.close()
+
+
+_THREADS_OF_A_WRITER_FORKED_AHEAD = """
+import os, sys
+from experiments.run.forked import ForkedGenerator
+assert "numpy" not in sys.modules  # as in a job's process: the child loads it
+g = ForkedGenerator("bin", dict(a.split("=", 1) for a in sys.argv[1:]))
+g.ready(timeout=60)
+print(len(os.listdir(f"/proc/{g.pid}/task")))
+g.close()
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts a process's threads in /proc")
+def test_a_writer_forked_ahead_loads_numpy_without_blas_threads_unless_the_ranks_env_asks(tmp_path):
+    """numpy's OpenBLAS starts a thread per core at import, which spins a core for ~0.1 s: the writer forked ahead
+    (from a job's process, which has no numpy) loads numpy with one BLAS thread, its own, unless ``cluster.env``
+    sets OPENBLAS_NUM_THREADS (then numpy gets that)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    env["PYTHONPATH"] = str(root)
+
+    def threads(*given: str) -> int:
+        out = subprocess.run([sys.executable, "-c", _THREADS_OF_A_WRITER_FORKED_AHEAD, *given], cwd=tmp_path,
+                             env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return int(out.stdout.split()[-1])
+
+    assert threads() == 1
+    if (os.cpu_count() or 1) >= 2 and "openblas" in np.__config__.CONFIG["Build Dependencies"]["blas"]["name"]:
+        assert threads("OPENBLAS_NUM_THREADS=2") == 2
 
 
 @pytest.mark.parametrize(("la", "lb"), [(0, 0), (0, 5), (5, 0), (1, 1), (100, 8 * 1024 * 1024 + 3), (7, 12345)])
