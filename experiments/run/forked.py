@@ -22,6 +22,7 @@ import sys
 import weakref
 from typing import NoReturn
 
+from ddlio.lazy import one_blas_thread
 from experiments.formats import FORMATS
 
 
@@ -120,6 +121,7 @@ def _child(format_name: str, env: dict[str, str], plan_r: int, said_w: int, read
     end), write it, tell, end."""
     code, said = 0, b""
     try:
+        one_blas_thread(env)  # numpy loads below, here (the job's process has none): its BLAS would spin a core
         with contextlib.suppress(Exception):  # a library that fails to load fails the generation, with its error
             warm_up(format_name)
         me = resource.getrusage(resource.RUSAGE_SELF)
