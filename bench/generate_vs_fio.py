@@ -18,7 +18,9 @@ of ``--fio-bs`` (1MiB), ``end_fsync=1`` (fio counts the final fsync in its runti
 file grows as ddlio's do). Its rate is fio's own bandwidth (bytes / runtime).
 
 Both run ``--rounds`` times, interleaved (format A, fio, format B, fio, ...; every timed run starts after
-``sync``; every round opens with an untimed fio write of ``--size``), and medians are compared: ``ratio`` = a
+``sync``; every round opens with an untimed fio write of ``--size``; round r starts at the r-th plain format and
+goes round, the images last: the first generation of a round runs after two fio writes, so no format takes that
+place in every round), and medians are compared: ``ratio`` = a
 format's median generation MiB/s / the median of the fio runs beside the plain formats (the file system's
 sequential write speed, measured between every two generations; the median of the fio runs beside each format is
 shown too). The last line is ``min ratio: X.XX`` over the formats whose writing is not bound by an image codec
@@ -32,7 +34,7 @@ memory the guest freed a few seconds ago has been handed back to the host (virti
 so writing into it faults every page in again: here fio writes 256 MiB at ~1300 MiB/s right after a deletion and
 at ~300 MiB/s after ``--settle 8``. Other load on the machine moves both too, hence interleaving and rounds.
 
-    python bench/generate_vs_fio.py                          # 256MiB per format (64MiB for images), 3 rounds, temp dir
+    python bench/generate_vs_fio.py                          # 256MiB per format (64MiB for images), 5 rounds, temp dir
     python bench/generate_vs_fio.py --size 1GiB --formats bin,hdf5 --rounds 5 --data-root /scratch/me/gen
     python bench/generate_vs_fio.py --workload mlperf/unet3d --scale 0.05 --rounds 2   # a scaled MLPerf dataset
 """
@@ -178,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--formats", default=",".join(PLAIN + IMAGES), help="formats (default %(default)s)")
     ap.add_argument("--files", type=int, default=1, help="files per dataset (default %(default)s)")
     ap.add_argument("--ppn", type=int, default=1, help="the point's ranks: generation uses min(ppn, files)")
-    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds, median reported (default %(default)s)")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds, median reported (default %(default)s)")
     ap.add_argument("--fio-bs", default="1MiB", help="fio's write block size (default %(default)s)")
     ap.add_argument("--fio-jobs", type=int, default=1, help="fio's writing processes (default %(default)s)")
     ap.add_argument("--workload", help="instead of --formats and sizes, a workload preset's own dataset (format, "
@@ -235,7 +237,9 @@ def main(argv: list[str] | None = None) -> int:
             # untimed, as large as the largest run: the round's first timed write meets memory as all the others do
             # (the last round ended with the images' smaller files)
             run_fio(data / "fio", size, bs, args.fio_jobs)
-            for f in sorted(formats, key=lambda f: f in IMAGES):
+            order = [f for f in formats if f not in IMAGES]
+            order = order[rnd % max(1, len(order)) :] + order[: rnd % max(1, len(order))]
+            for f in order + [f for f in formats if f in IMAGES]:
                 time.sleep(args.settle)
                 s, nbytes, payload, ranks[f], cpu, started = generate(specs[f], runs_dir(data) / f)
                 starts[f].append(started)

@@ -431,3 +431,19 @@ def test_npz_with_its_crc32_computed_by_the_generating_threads_is_what_np_savez_
     x = np.frombuffer(b"".join(b.tobytes() for _, _, b in p.iter_groups()), np.uint8).reshape(40, 24, 24, 3)
     np.savez(tmp_path / "numpy.npz", x=x, y=p.labels)
     assert (tmp_path / "ddlio.npz").read_bytes() == (tmp_path / "numpy.npz").read_bytes()
+
+
+def test_npz_generation_crc32_is_zlibs_function():
+    """NPZ generation checksums each group with ISA-L's crc32 where isal is installed: the values zlib.crc32 gives
+    (what zipfile checks), for numpy arrays and bytes, of any length."""
+    import importlib.util
+    import zlib
+
+    from experiments.formats.npz import _fast_crc32
+
+    crc32 = _fast_crc32()
+    if importlib.util.find_spec("isal") is not None:
+        assert crc32 is not zlib.crc32
+    for n in (0, 1, 15, 4096, 8 * 1024 * 1024 + 3):
+        a = random_bytes((9, n), n)
+        assert crc32(a) == zlib.crc32(a) == crc32(a.tobytes())

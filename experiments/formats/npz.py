@@ -84,9 +84,19 @@ def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
     return crc1 ^ crc2
 
 
+def _fast_crc32() -> Any:
+    """zlib's ``crc32`` (the same function, the same values) from ISA-L (``isal``, a dependency where it has wheels:
+    ~55 GB/s here, PCLMUL) or else from zlib (~6 GB/s here: 0.17 CPU-s per GiB, a tenth of writing it)."""
+    try:
+        from isal.isal_zlib import crc32  # lazy: only generation needs it
+    except ImportError:
+        return zlib.crc32
+    return crc32
+
+
 def _with_crc(lo: int, hi: int, buf: np.ndarray) -> tuple[np.ndarray, int]:
-    """A group's payload and its CRC-32, computed by the thread that generated it (zlib releases the GIL)."""
-    return buf, zlib.crc32(buf)
+    """A group's payload and its CRC-32, computed by the thread that generated it (both release the GIL)."""
+    return buf, _fast_crc32()(buf)
 
 
 class NPZReader(Reader):
