@@ -141,7 +141,7 @@ def _build(plan: DatasetPlan, layout: Layout, run_generation: Callable[[str, int
         remove_own_files(plan)  # incomplete or damaged: never read, rebuilt; a file ddlio did not write is kept
     record = apply_layout(d, layout)
     plan_path = d / "plan.json"
-    write_json_atomic(plan_path, plan.to_dict())
+    write_json_atomic(plan_path, plan.to_dict(), durable=False)  # the generation's input: the manifest holds it
     gen_ranks = max(1, min(ranks, plan.num_files))
     run_generation(str(plan_path), gen_ranks)  # it draws the sizes, writes the files and checks them
     found = read_verification(plan)

@@ -80,7 +80,8 @@ def generate_and_check(plan: DatasetPlan, rank: int, size: int, sizes: np.ndarra
 
 def write_verification(plan: DatasetPlan, sizes: np.ndarray, parts: list[dict]) -> None:
     """Rank 0's last word: the byte plans and ``verified.json`` from every rank's part."""
-    write_json_atomic(os.path.join(plan.directory, VERIFIED), verification(plan, sizes, parts))
+    # read back at once by the process that writes the manifest (durable, and holding what this says)
+    write_json_atomic(os.path.join(plan.directory, VERIFIED), verification(plan, sizes, parts), durable=False)
 
 
 @contextlib.contextmanager

@@ -51,7 +51,7 @@ def ready(comm: Any) -> None:
         else:
             generate_in(comm, plan_path)
         if comm.rank == 0:
-            write_json_atomic(generated, {"ranks": comm.size})
+            write_json_atomic(generated, {"ranks": comm.size}, durable=False)  # a note: the manifest is durable
         wait_for_gate(comm)
 
 

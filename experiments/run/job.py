@@ -142,7 +142,7 @@ class AheadStep:
         One MPI start for both: a rank's failure reads as ``generate step failed: ...``."""
         r = self.runner
         done = phase_path(self.gate, "generated")
-        write_json_atomic(phase_path(self.gate, "gen"), {"plan": plan_path})
+        write_json_atomic(phase_path(self.gate, "gen"), {"plan": plan_path}, durable=False)  # a note between processes
         started = r.paths.started(self.name)
         while not os.path.exists(done):
             if self.running.proc.poll() is not None:  # the ranks ended: their error is the generation's
