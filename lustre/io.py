@@ -57,28 +57,51 @@ _SYNC_FILE_RANGE_WAIT_ALL = 1 | 2 | 4
 WRITE_BEHIND_S = 0.005
 
 
+#: ranges a :class:`RangeWriteBehind` keeps in flight: queued for writeback, not yet waited for. With one, the
+#: writer waited for each range right after writing the next, and two writers of one file beat one; with three
+#: (24 MiB of 8 MiB calls) one writer beats two, on less CPU (256 MiB here: bin 1179 against 1044 MiB/s,
+#: 0.74 against 0.87 CPU-s/GiB; tfrecord 957-1048 against 875, hdf5 982-1018 against 931)
+WRITE_BEHIND_DEPTH = 3
+
+
 class RangeWriteBehind:
     """One writer's write-behind of its own writes to a file written in place, by others too or at its final size
     from the start (the path-watching :meth:`StorageIO.write_behind` follows a file's growing end, which neither
-    has), told of each write (``written(fd, offset, bytes)``) by the writer itself: each
-    write's range is queued for writeback (``sync_file_range(SYNC_FILE_RANGE_WRITE)``) as it is written, and the
-    range written before it is waited for and dropped from the page cache, as the path-watching one does (the last
-    range is left to the fsync that ends the file)."""
+    has), told of each write (``written(fd, offset, bytes)``) by the writer itself: each write's whole pages are
+    queued for writeback (``sync_file_range(SYNC_FILE_RANGE_WRITE)``) as they are written, and once ``depth``
+    ranges are in flight the oldest is waited for and dropped from the page cache, as the path-watching one does
+    (the last ones are left to the fsync that ends the file).
 
-    def __init__(self) -> None:
-        self._queued: tuple[int, int] | None = None  # (offset, bytes) queued last
+    Ranges are whole pages (:data:`PAGE`): a write that ends inside a page leaves that page to the range of the next
+    write that continues it (or to the fsync). A page queued while half written is dirtied again by the write that
+    fills it, and the wait for its range then writes it once more, alone, while the writer waits; records that are
+    not a page's multiple (TFRecord's framing, NPY's and HDF5's headers) did that at every write."""
+
+    def __init__(self, depth: int = WRITE_BEHIND_DEPTH) -> None:
+        self._depth = max(1, int(depth))
+        self._queued: list[tuple[int, int]] = []  # (offset, bytes) queued, oldest first
+        self._written_end = -1  # where the last write ended
+        self._queued_end = 0  # where the last range queued ended (a page boundary)
 
     def __call__(self, fd: int, offset: int, n: int) -> None:
-        """``n`` bytes were just written at ``offset`` of ``fd``: queue them, wait for and drop the range before."""
+        """``n`` bytes were just written at ``offset`` of ``fd``: queue their whole pages (with the page the write
+        before left unqueued, when this one continues it); wait for and drop the oldest range beyond ``depth``."""
         sync = _SYNC_FILE_RANGE  # libc's sync_file_range (Linux), or None: no write-behind
         if sync is None or n <= 0:
             return
-        if self._queued is not None:
-            before, m = self._queued
+        start = self._queued_end if offset == self._written_end else -(-offset // PAGE) * PAGE
+        end = (offset + n) // PAGE * PAGE
+        self._written_end = offset + n
+        if end <= start:  # no whole page yet: the write that continues this one queues from ``start``
+            self._queued_end = start
+            return
+        self._queued_end = end
+        sync(fd, start, end - start, _SYNC_FILE_RANGE_WRITE)
+        self._queued.append((start, end - start))
+        while len(self._queued) > self._depth:
+            before, m = self._queued.pop(0)
             sync(fd, before, m, _SYNC_FILE_RANGE_WAIT_ALL)
             os.posix_fadvise(fd, before, m, os.POSIX_FADV_DONTNEED)
-        sync(fd, offset, n, _SYNC_FILE_RANGE_WRITE)
-        self._queued = (offset, n)
 
 
 class StorageIO:

@@ -6,6 +6,7 @@ stopped, no manifest."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -116,7 +117,7 @@ def test_several_writers_of_one_file_write_one_writer_s_bytes(tmp_path, monkeypa
     generate_here(plan_path)
     one = files_digest(plan)
     clear(plan)
-    assert writer_count(plan, plan.sizes(), cores=writers) == writers
+    assert writer_count(plan, plan.sizes(), cores=2 * writers) == writers  # one a two cores
     generate_by_writers(plan_path, writers=writers)
     assert files_digest(plan) == one
     entries, _ = verify_dataset(plan, plan.sizes())
@@ -184,10 +185,17 @@ def test_one_file_of_full_size_groups_split_among_writers_is_one_writer_s(tmp_pa
     (["format=npz", "workload.samples=10", "workload.samples_per_file=10", "workload.sample_size=5MiB"], 4),
     (["format=bin", "workload.samples=10", "workload.samples_per_file=10", "workload.sample_size=5MiB"], 4),
     (["format=bin", "workload.samples=2", "workload.samples_per_file=2", "workload.sample_size=5MiB"], 2),
+    (["format=bin", "workload.samples=30", "workload.samples_per_file=10"], 3),  # 3 files
 ])
-def test_writers_are_one_per_core_at_most_one_per_file_or_group(tmp_path, overrides, want):
+def test_writers_are_one_per_core_and_file_or_one_per_two_cores_and_group(tmp_path, overrides, want):
+    """Several files: one writer per core, at most one per file. One file that several may write: one writer per
+    two cores (each generating ahead in a thread), at most one per generation group. Else one."""
     plan = DatasetPlan.from_point(point(tmp_path, *overrides, "workload.sample_size_stdev=0"))
-    assert writer_count(plan, plan.sizes(), cores=4) == want
+    files = plan.num_files > 1
+    assert writer_count(plan, plan.sizes(), cores=8) == (min(3, want) if files else want)
+    assert writer_count(plan, plan.sizes(), cores=4) == (min(3, want) if files else min(2, want))
+    assert writer_count(plan, plan.sizes(), cores=3) == (min(3, want) if files else 1)
+    assert writer_count(plan, plan.sizes(), cores=2) == (min(2, want) if files else 1)
     assert writer_count(plan, plan.sizes(), cores=1) == 1
 
 
@@ -306,28 +314,31 @@ def test_what_the_caller_had_buffered_is_printed_once_not_once_per_writer(tmp_pa
 
 
 def test_each_writer_of_one_file_writes_behind_its_own_range(tmp_path):
-    """Drop-behind per writer (RangeWriteBehind): each write's range is queued, and the one before it waited for and
-    dropped from the page cache, so of 6 groups written by 2 writers only each writer's last stays cached (the
-    path-watching write-behind follows a growing end, which a file written in several places has not)."""
+    """Drop-behind per writer (RangeWriteBehind): each write's range is queued, and once WRITE_BEHIND_DEPTH are in
+    flight the oldest is waited for and dropped from the page cache, so of 16 groups written by 2 writers only each
+    writer's last 3 stay cached (the path-watching write-behind follows a growing end, which a file written in
+    several places has not)."""
     from experiments.kernel import cache as pagecache
+    from lustre.io import WRITE_BEHIND_DEPTH
 
-    plan, plan_path = planned(tmp_path, "format=bin", "workload.samples=6", "workload.samples_per_file=6",
+    plan, plan_path = planned(tmp_path, "format=bin", "workload.samples=16", "workload.samples_per_file=16",
                               "workload.sample_size=8MiB", "workload.sample_size_stdev=0")
-    assert len(plan.file_payload(0).groups()) == 6
+    assert len(plan.file_payload(0).groups()) == 16 and WRITE_BEHIND_DEPTH == 3
     generate_by_writers(plan_path, writers=2)
     assert pagecache.residency([Path(plan.file_path(0))]) < 0.5
 
 
 @pytest.mark.parametrize("fmt", ["npz", "bin"])
 def test_samples_larger_than_a_write_are_written_behind_a_chunk_at_a_time(tmp_path, fmt):
-    """Two 24 MiB samples (each its own generation group, as MLPerf unet3d's are) in one file, one writer: written in
-    8 MiB calls, each written behind and dropped once the next is written, so only the last call's pages stay in
-    the page cache (a sixth), where one call per sample would leave the whole last sample (a half)."""
+    """Four 24 MiB samples (each its own generation group, as MLPerf unet3d's are) in one file, one writer: written
+    in 8 MiB calls, each written behind at once and dropped three calls later, so only the last three calls' pages
+    stay in the page cache (a quarter), where one call per sample would leave the last three samples (three
+    quarters)."""
     from experiments.kernel import cache as pagecache
 
-    plan, plan_path = planned(tmp_path, f"format={fmt}", "workload.samples=2", "workload.samples_per_file=2",
+    plan, plan_path = planned(tmp_path, f"format={fmt}", "workload.samples=4", "workload.samples_per_file=4",
                               "workload.sample_size=24MiB", "workload.sample_size_stdev=0")
-    assert len(plan.file_payload(0).groups()) == 2
+    assert len(plan.file_payload(0).groups()) == 4
     generate_by_writers(plan_path, writers=1)
     assert pagecache.residency([Path(plan.file_path(0))]) < 0.35
 
@@ -362,3 +373,31 @@ def test_a_one_rank_kernel_writes_its_dataset_by_writers(tmp_path, monkeypatch, 
     with pytest.raises(SystemExit):
         generate_in_one_rank(_OneRank(), plan_path)
     assert "rank 0: dataset generation failed: DatasetError: generation writer 1 of 2" in capsys.readouterr().err
+
+
+def test_write_behind_queues_whole_pages_and_keeps_three_ranges_in_flight(tmp_path, monkeypatch):
+    """RangeWriteBehind queues each write's whole pages only (a page the write ends inside goes with the next write
+    that continues it): a half-written page queued would be dirtied again and written once more, alone, when its
+    range is waited for. The oldest range is waited for once more than WRITE_BEHIND_DEPTH are in flight; a write
+    elsewhere (another writer's share) starts at its first whole page."""
+    import lustre.io as lio
+
+    calls: list[tuple[int, int, int]] = []
+    monkeypatch.setattr(lio, "_SYNC_FILE_RANGE", lambda fd, at, n, flags: calls.append((at, n, flags)) or 0)
+    page, depth = lio.PAGE, lio.WRITE_BEHIND_DEPTH
+    wb = lio.RangeWriteBehind()
+    with open(tmp_path / "f", "wb") as f:
+        at = 100
+        for n in (5000, 3000, 100, 10 * page + 7, 2 * page, page, 3 * page + 1):
+            wb(f.fileno(), at, n)
+            at += n
+        wb(f.fileno(), 50 * page + 10, 2 * page)  # elsewhere: from its first whole page
+    queued = [(a, n) for a, n, flags in calls if flags == lio._SYNC_FILE_RANGE_WRITE]
+    waited = [(a, n) for a, n, flags in calls if flags == lio._SYNC_FILE_RANGE_WAIT_ALL]
+    assert all(a % page == 0 and n % page == 0 and n > 0 for a, n in queued)
+    assert queued[0][0] == page  # 100 is inside the first page: not a whole page of it was written
+    contiguous = queued[:-1]
+    assert all(a + n == b for (a, n), (b, _) in itertools.pairwise(contiguous))
+    assert contiguous[-1][0] + contiguous[-1][1] == at // page * page
+    assert queued[-1] == (51 * page, page)
+    assert waited == queued[: len(queued) - depth]  # the oldest, once more than depth are in flight, in order

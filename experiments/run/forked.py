@@ -5,8 +5,8 @@ of CPU here, more than writing 256 MiB takes), then waits for a plan on a pipe; 
 generate (the dataset was complete) ends it. The job itself stays without numpy: its memory sits beside the
 kernel's ranks.
 
-Given a plan, the child forks the writers from itself, libraries loaded, one per usable core (at most one per file,
-or per generation group of a dataset's one file: :func:`~experiments.dataset.writers.writer_count`), and gathers
+Given a plan, the child forks the writers from itself, libraries loaded, one per usable core (at most one per file;
+one per two cores for a dataset's one file: :func:`~experiments.dataset.writers.writer_count`), and gathers
 their checks (:func:`~experiments.dataset.writers.generate_by_writers`): the same bytes as one writer.
 """
 
