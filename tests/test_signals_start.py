@@ -235,10 +235,21 @@ def test_a_process_that_cannot_be_stopped_is_named_with_how_to_stop_it(tmp_path,
         orphan.wait()
 
 
+def _wait_for_gate(proc: subprocess.Popen, tmp_path) -> None:
+    """Until the job has opened its kernel's gate (``kernel.go`` in the run folder): the ranks are measuring. A step
+    still at its gate ends on its own within 50 ms of its job's death (``ddlio.mpistep.wait_for_gate``), so a
+    kill -9 before then leaves no orphan to stop."""
+    end = time.monotonic() + 120
+    while not list((tmp_path / "data").rglob("kernel.go")) and time.monotonic() < end and proc.poll() is None:
+        time.sleep(0.05)
+    assert list((tmp_path / "data").rglob("kernel.go")) and proc.poll() is None, proc.communicate()
+
+
 def test_a_rerun_after_kill_9_of_the_sweep_stops_the_orphaned_step_and_measures(tmp_path):
     proc = _start_sweep(tmp_path, epochs=4)
     try:
         kernels = _wait_for_kernel(proc, tmp_path)
+        _wait_for_gate(proc, tmp_path)  # past it, the orphan measures for ~16 s (4 epochs of 8 batches of 0.5 s)
         os.killpg(proc.pid, signal.SIGKILL)  # driver and job: the MPI step, in its own session, goes on
         proc.communicate(timeout=30)
         assert all(_alive(p) for p in kernels)

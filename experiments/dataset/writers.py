@@ -5,9 +5,9 @@ one writer (:func:`generate_by_writers`).
 - **Several files**: writer r of W writes files r, r+W, r+2W, ... and checks them, as rank r of a W-rank generation
   step does (:func:`~experiments.dataset.generate.generate_and_check`: the same split, the same code).
 - **One file** (one writer per two cores, see :func:`writer_count`) of a format whose records lie at offsets known
-  before writing (``bin``, ``npy``, ``tfrecord``,
-  contiguous ``hdf5``, ``npz``: :class:`~experiments.formats.ranges.RangedFormat`): the file is created (header or
-  the library's layout, final size) once, then writer r writes its contiguous run of the file's generation groups
+  before writing (``bin``, ``npy``, ``tfrecord``, contiguous ``hdf5``, ``npz``:
+  :class:`~experiments.formats.ranges.RangedFormat`): the file is created (header or the library's layout, final
+  size) once, then writer r writes its contiguous run of the file's generation groups
   at their offsets (``pwritev``), each writing behind its own range (:class:`~lustre.io.RangeWriteBehind`); the
   file is finished (fsync, index, NPZ's CRC-32) once, after every writer is done, then checked. Chunked HDF5 files,
   images and Parquet are written by one process (their libraries lay the file out as they write), and so is a file
