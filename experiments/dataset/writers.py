@@ -80,8 +80,8 @@ def writer_count(plan: DatasetPlan, sizes: np.ndarray, cores: int | None = None)
     cores = usable_cores() if cores is None else max(1, cores)
     if plan.num_files > 1:
         return min(cores, plan.num_files)
-    if plan.num_files == 1 and cores > 3 and shares_file(plan):
-        return max(1, min(cores // 2, len(plan.file_payload(0, sizes).groups())))
+    if plan.num_files == 1 and cores // 2 > 1 and shares_file(plan):
+        return min(cores // 2, len(plan.file_payload(0, sizes).groups()))
     return 1
 
 

@@ -13,6 +13,7 @@ open (see :mod:`experiments.formats.whole`).
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import struct
@@ -84,6 +85,7 @@ def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
     return crc1 ^ crc2
 
 
+@functools.cache
 def _fast_crc32() -> Any:
     """zlib's ``crc32`` (the same function, the same values) from ISA-L (``isal``, a dependency where it has wheels:
     ~55 GB/s here, PCLMUL) or else from zlib (~6 GB/s here: 0.17 CPU-s per GiB, a tenth of writing it)."""

@@ -76,8 +76,9 @@ def write_at(fd: int, pieces: list[bytes | memoryview] | list[Any], at: int, wri
         views.append(view if view.ndim == 1 and view.format == "B" else view.cast("B"))
     total = sum(len(v) for v in views)
     calls = max(1, -(-total // max(1, chunk)))
+    each, longer = divmod(total, calls)  # the first ``longer`` calls carry one byte more
     done, size, call = 0, 0, 0
-    want = total // calls + (call < total % calls)  # the first total % calls calls carry one byte more
+    want = each + (call < longer)
     batch: list[memoryview] = []
     for view in views:
         while len(view):
@@ -90,7 +91,7 @@ def write_at(fd: int, pieces: list[bytes | memoryview] | list[Any], at: int, wri
                 if written is not None:
                     written(fd, at + done, n)
                 done, size, batch, call = done + n, 0, [], call + 1
-                want = total // calls + (call < total % calls)
+                want = each + (call < longer)
     return done
 
 
